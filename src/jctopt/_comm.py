@@ -1,0 +1,118 @@
+"""Collectives under the alpha-beta (Hockney) model, placed on NVLink or the scale-out fabric.
+
+Every time is in seconds, every message size ``nbytes`` is the per-GPU buffer in bytes (the
+nccl-tests "size"), bandwidths are bytes/s. A group of ``size`` ranks with rank ``stride``
+(Megatron order: tp innermost, then cp, dp, pp) has ``n_local`` members inside one NVLink
+domain and spans ``n_domains`` domains.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from ._types import ClusterSpec, FabricSpec, GPUSpec
+
+_US = 1e-6
+
+
+def placement(size, stride, domain):
+    """(members per NVLink domain, domains spanned) of a group of ``size`` ranks."""
+    n_local = jnp.clip(domain / stride, 1.0, size)
+    return n_local, size / n_local
+
+
+def nvlink_bw(g: GPUSpec):
+    """Ring bus bandwidth inside the domain, bytes/s (nvlink_eff fitted to nccl-tests)."""
+    return 1e9 * g.nvlink_gbps * g.nvlink_eff
+
+
+def nic_bw(f: FabricSpec, c: ClusterSpec):
+    """Scale-out bytes/s available to one GPU: its share of the node's NICs, at the
+    achieved fraction of line rate; TCP adds a host copy in series (no GPUDirect RDMA)."""
+    wire = 1e9 * f.nic_gbit / 8.0 * f.nic_eff * c.nics_per_node / c.gpus_per_node
+    tcp = 1.0 / (1.0 / wire + 1.0 / (1e9 * f.host_copy_gbps))
+    return jnp.where(f.rdma > 0, wire, tcp)
+
+
+def leaf_nodes(c: ClusterSpec):
+    """Nodes under one leaf (rail) switch: half the ports face down. A rail-optimized leaf
+    takes one NIC from each node; a fat-tree ToR takes all NICs of a node."""
+    down = c.switch_radix / 2.0
+    return jnp.where(c.rail_optimized > 0, down, down / c.nics_per_node)
+
+
+def scale_out_bw(size, stride, g: GPUSpec, f: FabricSpec, c: ClusterSpec):
+    """Per-GPU fabric bandwidth for a group; divided by the oversubscription when the
+    group's rank range covers more nodes than one leaf holds (traffic crosses the spine)."""
+    span_nodes = size * stride / c.gpus_per_node
+    crosses_spine = span_nodes > leaf_nodes(c)
+    return nic_bw(f, c) / jnp.where(crosses_spine, c.oversubscription, 1.0)
+
+
+def all_reduce(nbytes, size, stride, g: GPUSpec, f: FabricSpec, c: ClusterSpec):
+    """Fastest all-reduce over the algorithms NCCL chooses from, like its tuner does.
+
+    ring:  T = 2(n-1)(alpha + N/(n beta)) (Hockney; Thakur et al. 2005), beta the slowest hop:
+           min(NVLink, n_local x NIC) when the ring leaves the domain (each node's rings
+           share its NICs).
+    tree:  double binary tree across domains, 2 log2(domains) alpha latency, 2 N / beta.
+    NVLS:  NVLink SHARP inside one domain: the switch reduces, bytes on the wire halve.
+    SHARP: hierarchical with in-network reduction across domains: reduce-scatter in the
+           domain, N/n_local once across the fabric, all-gather in the domain.
+    """
+    n = size
+    n_local, n_dom = placement(size, stride, g.nvlink_domain)
+    a_nv, a_net = g.nvlink_latency_us * _US, f.latency_us * _US
+    b_nv, b_net = nvlink_bw(g), scale_out_bw(size, stride, g, f, c)
+    multi = n_dom > 1.0
+    beta = jnp.where(multi, jnp.minimum(b_nv, n_local * b_net), b_nv)
+    ring_latency = jnp.where(multi, (n - n_dom) * a_nv + n_dom * a_net, (n - 1.0) * a_nv)
+    ring = 2.0 * ring_latency + 2.0 * (n - 1.0) / n * nbytes / beta
+
+    tree_latency = 2.0 * (jnp.log2(jnp.maximum(n_dom, 1.0)) * a_net + (n_local - 1.0) * a_nv)
+    tree = jnp.where(multi, tree_latency + 2.0 * nbytes / beta, jnp.inf)
+
+    b_nvls = 2.0 * 1e9 * g.nvlink_gbps * g.nvls_eff
+    nvls_time = 2.0 * (n - 1.0) * a_nv + 2.0 * (n - 1.0) / n * nbytes / b_nvls
+    nvls = jnp.where((g.nvls > 0) & ~multi & (n > 1.0), nvls_time, jnp.inf)
+
+    intra = 2.0 * (n_local - 1.0) * (a_nv + nbytes / (n_local * b_nv))
+    sharp_time = intra + 4.0 * a_net + nbytes / (n_local * b_net)
+    sharp = jnp.where((f.sharp > 0) & multi, sharp_time, jnp.inf)
+    return jnp.minimum(jnp.minimum(ring, tree), jnp.minimum(nvls, sharp))
+
+
+def all_gather(nbytes, size, stride, g: GPUSpec, f: FabricSpec, c: ClusterSpec):
+    """Ring all-gather (or reduce-scatter) of an ``nbytes`` result: (n-1)(alpha + N/(n beta)),
+    half of the ring all-reduce (Thakur et al. 2005)."""
+    n = size
+    n_local, n_dom = placement(size, stride, g.nvlink_domain)
+    multi = n_dom > 1.0
+    beta = jnp.where(multi, jnp.minimum(nvlink_bw(g), n_local * scale_out_bw(size, stride, g, f, c)),
+                     nvlink_bw(g))
+    latency = jnp.where(multi, (n - n_dom) * g.nvlink_latency_us + n_dom * f.latency_us,
+                        (n - 1.0) * g.nvlink_latency_us) * _US
+    return latency + (n - 1.0) / n * nbytes / beta
+
+
+def all_to_all(nbytes, size, stride, g: GPUSpec, f: FabricSpec, c: ClusterSpec):
+    """All-to-all of ``nbytes`` per GPU: (n-1)/n of it leaves the GPU, the part bound for
+    other domains over the fabric and the rest over NVLink, both at once."""
+    n = size
+    n_local, _ = placement(size, stride, g.nvlink_domain)
+    intra = (n_local - 1.0) / n * nbytes / nvlink_bw(g)
+    inter = (n - n_local) / n * nbytes / scale_out_bw(size, stride, g, f, c)
+    latency = (n_local - 1.0) * g.nvlink_latency_us + (n - n_local) * f.latency_us
+    return latency * _US + jnp.maximum(intra, inter)
+
+
+def p2p(nbytes, crosses_domain, g: GPUSpec, f: FabricSpec, c: ClusterSpec):
+    """One point-to-point send (pipeline stage boundary)."""
+    net = f.latency_us * _US + nbytes / nic_bw(f, c)
+    local = g.nvlink_latency_us * _US + nbytes / nvlink_bw(g)
+    return jnp.where(crosses_domain, net, local)
+
+
+def bus_bandwidth(time_s, nbytes, size):
+    """nccl-tests all-reduce convention: busbw = algbw * 2(n-1)/n, bytes/s."""
+    return nbytes / time_s * 2.0 * (size - 1.0) / size

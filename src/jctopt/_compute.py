@@ -1,0 +1,174 @@
+"""Parameter counts, FLOPs and achieved compute time of a transformer layer.
+
+Conventions: one multiply-add = 2 FLOPs; forward = 1x, backward = 2x (Narayanan et al. 2021,
+Sec. 5.1). Shapes follow Megatron: ``b`` micro-batch, ``s`` sequence, ``h`` hidden,
+``a`` heads, ``L`` layers, ``V`` vocabulary.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from ._types import GPUSpec, ModelSpec, Training
+
+
+def head_dim(m: ModelSpec):
+    return m.hidden / m.n_heads
+
+
+def attention_params(m: ModelSpec):
+    """Q, K, V and output projection weights of one layer (GQA: K, V have kv_heads heads)."""
+    kv_dim = m.n_kv_heads * head_dim(m)
+    return m.hidden * (2.0 * m.hidden + 2.0 * kv_dim)
+
+
+def mlp_params_per_expert(m: ModelSpec):
+    # Two matrices h x ffn, plus the gate of SwiGLU (Shazeer 2020; Llama: three matrices).
+    return (2.0 + m.glu) * m.hidden * m.ffn_hidden
+
+
+def layer_params(m: ModelSpec):
+    """All weights of one layer: attention, every expert's MLP, router, two norms."""
+    router = jnp.where(m.n_experts > 1, m.hidden * m.n_experts, 0.0)
+    return attention_params(m) + m.n_experts * mlp_params_per_expert(m) + router + 2.0 * m.hidden
+
+
+def embedding_params(m: ModelSpec, seq_len):
+    untied_output = (1.0 - m.tied_embeddings) * m.vocab * m.hidden
+    return m.vocab * m.hidden + untied_output + m.learned_positions * seq_len * m.hidden
+
+
+def total_params(m: ModelSpec, seq_len):
+    """Narayanan 2021 Sec. 5.1: P = 12 L h^2 (1 + 13/(12h) + (V+s)/(12 L h)) for GPT-3-style
+    models; this general count reduces to it up to the bias terms."""
+    return m.n_layers * layer_params(m) + embedding_params(m, seq_len) + m.hidden
+
+
+def active_params(m: ModelSpec, seq_len):
+    """Parameters touched per token (MoE: top_k of n_experts)."""
+    inactive = (m.n_experts - m.top_k) * mlp_params_per_expert(m)
+    return total_params(m, seq_len) - m.n_layers * inactive
+
+
+def layer_forward_flops(m: ModelSpec, seq_len):
+    """Forward FLOPs of one layer per sequence, split into (dense GEMMs, attention core).
+
+    Dense GEMMs: 2 s x (QKV + proj + top_k MLPs) weights. Attention core: QK^T and
+    scores x V, 2 * 2 s^2 h (Narayanan 2021 Eq. 3 derivation; Korthikanti 2022 Sec. 6).
+    """
+    s = seq_len
+    gemm = 2.0 * s * (attention_params(m) + m.top_k * mlp_params_per_expert(m))
+    router = jnp.where(m.n_experts > 1, 2.0 * s * m.hidden * m.n_experts, 0.0)
+    core = 4.0 * s * s * m.hidden
+    return gemm + router, core
+
+
+def logits_forward_flops(m: ModelSpec, seq_len):
+    return 2.0 * seq_len * m.hidden * m.vocab
+
+
+def model_flops_per_step(m: ModelSpec, t: Training):
+    """Model FLOPs (no recompute) per global batch: forward + backward = 3x forward.
+
+    GPT-3-style models: 72 B s L h^2 (1 + s/(6h) + V/(12 L h)), Korthikanti 2022 Eq. 7.
+    """
+    gemm, core = layer_forward_flops(m, t.seq_len)
+    per_seq = 3.0 * (m.n_layers * (gemm + core) + logits_forward_flops(m, t.seq_len))
+    return t.global_batch * per_seq
+
+
+def hardware_flops_per_step(m: ModelSpec, t: Training):
+    """FLOPs actually executed, including the recompute forward pass.
+
+    Full recompute repeats every layer's forward (logits are not recomputed):
+    96 B s L h^2 (1 + s/(6h) + V/(16 L h)), Narayanan 2021 Eq. 3. Selective recompute
+    repeats only the attention core (Korthikanti 2022 Sec. 4.2).
+    """
+    gemm, core = layer_forward_flops(m, t.seq_len)
+    extra = jnp.where(t.recompute >= 2, gemm + core, jnp.where(t.recompute >= 1, core, 0.0))
+    return model_flops_per_step(m, t) + t.global_batch * m.n_layers * extra
+
+
+# --- achieved time ------------------------------------------------------------------------
+
+
+def matmul_peak_flops(g: GPUSpec, t: Training):
+    """Achievable GEMM FLOP/s for large shapes: peak x best measured fraction (MAMF)."""
+    fp8_rate = g.peak_fp8_tflops * g.fp8_matmul_eff
+    bf16_rate = g.peak_bf16_tflops * g.matmul_eff
+    return 1e12 * jnp.where(t.fp8 > 0, fp8_rate, bf16_rate)
+
+
+def gemm_time(m_dim, k_dim, n_dim, flops_per_s, g: GPUSpec, bytes_per_el=2.0):
+    """Roofline time (s) of one (m x k) @ (k x n) GEMM.
+
+    Compute side: the efficiency falls for thin GEMMs, d / (d + d_half) on the smallest
+    dimension (tile quantisation; shape-dependence as in Calculon / Isaev et al. 2023).
+    Memory side: operands and result streamed once through HBM.
+    """
+    d_min = jnp.minimum(jnp.minimum(m_dim, k_dim), n_dim)
+    shape_eff = d_min / (d_min + g.matmul_half_dim)
+    t_compute = 2.0 * m_dim * k_dim * n_dim / (flops_per_s * shape_eff)
+    t_memory = bytes_per_el * (m_dim * k_dim + k_dim * n_dim + m_dim * n_dim) / hbm_rate(g)
+    return jnp.maximum(t_compute, t_memory)
+
+
+def hbm_rate(g: GPUSpec):
+    """Achieved HBM bytes/s for streaming (memory-bound) kernels."""
+    return 1e12 * g.hbm_tbps * g.mem_eff
+
+
+def layer_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp):
+    """Forward time (s) of one layer for one micro-batch on one GPU, split into
+    (GEMMs, attention core, memory-bound elementwise ops).
+
+    Tokens per GPU are b s / cp (context parallel splits the sequence); weights are split
+    over tp (Megatron column/row parallel). MoE expert GEMMs see top_k x tokens spread over
+    n_experts (balanced routing).
+    """
+    rate = matmul_peak_flops(g, t)
+    tokens = t.micro_batch * t.seq_len / cp
+    h, d = m.hidden, head_dim(m)
+    kv_dim = m.n_kv_heads * d
+    qkv = gemm_time(tokens, h, (h + 2.0 * kv_dim) / tp, rate, g)
+    proj = gemm_time(tokens, h / tp, h, rate, g)
+    # Each expert sees top_k * tokens / n_experts tokens of this GPU's share.
+    expert_tokens = tokens * m.top_k / m.n_experts
+    up = gemm_time(expert_tokens, h, (1.0 + m.glu) * m.ffn_hidden / tp, rate, g)
+    down = gemm_time(expert_tokens, m.ffn_hidden / tp, h, rate, g)
+    mlp = m.n_experts * (up + down)
+    # Attention core: per head, (s/cp x d) @ (d x s) and (s/cp x s) @ (s x d), bf16 even in fp8.
+    # Fused (flash) kernels never write the s x s scores, so only the compute side counts;
+    # the thin head dimension d sets the shape efficiency.
+    bf16 = 1e12 * g.peak_bf16_tflops * g.matmul_eff
+    core_flops = 4.0 * t.micro_batch * t.seq_len * t.seq_len * h / (tp * cp)
+    core = core_flops / (bf16 * d / (d + g.matmul_half_dim))
+    # Unfused attention writes and re-reads scores, softmax and dropout: ~12 bytes per score.
+    scores = t.micro_batch * m.n_heads / tp * t.seq_len * t.seq_len / cp
+    core = core + (1.0 - t.flash_attention) * 12.0 * scores / hbm_rate(g)
+    # Elementwise traffic (bytes, bf16): two norms, two residual adds, dropouts (read + write
+    # of b s h each), activation function over ffn; norms/dropouts split by tp under SP.
+    sp_div = jnp.where(t.seq_parallel > 0, tp, 1.0)
+    elementwise_bytes = 2.0 * tokens * (16.0 * h / sp_div + 2.0 * (1.0 + m.glu) * m.top_k * m.ffn_hidden / tp)
+    elementwise = elementwise_bytes / hbm_rate(g)
+    return qkv + proj + mlp, core, elementwise
+
+
+def microbatch_compute_time(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, layers_per_stage, last_stage):
+    """Forward + backward (+ recompute) compute time (s) of one micro-batch on one stage.
+
+    Backward costs 2x forward (Narayanan 2021 Sec. 5.1). ``last_stage`` (0/1) adds the
+    output logits GEMM and its softmax.
+    """
+    gemm, core, elem = layer_times(m, g, t, tp, cp)
+    recompute = jnp.where(t.recompute >= 2, gemm + core + elem, jnp.where(t.recompute >= 1, core, 0.0))
+    per_layer = 3.0 * (gemm + core + elem) + recompute
+    tokens = t.micro_batch * t.seq_len / cp
+    logits = 3.0 * gemm_time(tokens, m.hidden, m.vocab / tp, matmul_peak_flops(g, t), g)
+    return layers_per_stage * per_layer + last_stage * logits
+
+
+def optimizer_time(local_params, g: GPUSpec):
+    """Adam step, memory bound: fp32 master, m, v read + written, bf16 grad read and bf16
+    weight written = 28 bytes per local parameter (ZeRO paper, K = 12 optimizer bytes)."""
+    return 28.0 * local_params / hbm_rate(g)

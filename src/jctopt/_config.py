@@ -1,0 +1,280 @@
+"""Structured (typed) configs for Hydra, value checks, and conversion to model pytrees.
+
+The dataclasses are the schema: Hydra rejects a misspelled key or a wrongly typed value
+while composing. ``check`` then rejects impossible values with a message that names the
+key, the value and what is allowed. ``to_config`` turns a checked config into the float
+pytree that the JAX model consumes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import jax.numpy as jnp
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+from ._types import ClusterSpec, Config, FabricSpec, GPUSpec, Job, Layout, ModelSpec, Training
+
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+
+
+class ConfigError(ValueError):
+    """A configuration value the model cannot use; the message names key and value."""
+
+
+@dataclass
+class ModelConf:
+    name: str = MISSING
+    n_layers: int = MISSING
+    hidden: int = MISSING
+    ffn_hidden: int = MISSING
+    n_heads: int = MISSING
+    n_kv_heads: Optional[int] = None  # None = n_heads (no GQA)
+    vocab: int = MISSING
+    seq_len: int = MISSING
+    glu: bool = False
+    n_experts: int = 1
+    top_k: int = 1
+    tied_embeddings: bool = False
+    learned_positions: bool = False
+
+
+@dataclass
+class GPUConf:
+    name: str = MISSING
+    peak_bf16_tflops: float = MISSING
+    peak_fp8_tflops: float = 0.0
+    hbm_gb: float = MISSING
+    hbm_tbps: float = MISSING
+    nvlink_gbps: float = MISSING
+    nvlink_domain: int = 8
+    nvls: bool = False
+    tdp_w: float = MISSING
+    price_per_gpu_hour: float = MISSING
+    matmul_eff: float = MISSING
+    fp8_matmul_eff: float = 0.0
+    matmul_half_dim: float = MISSING
+    mem_eff: float = MISSING
+    nvlink_eff: float = MISSING
+    nvls_eff: float = 0.0
+    nvlink_latency_us: float = MISSING
+    mtbf_gpu_h: float = MISSING
+
+
+@dataclass
+class FabricConf:
+    name: str = MISSING
+    nic_gbit: float = MISSING
+    nic_eff: float = MISSING
+    latency_us: float = MISSING
+    rdma: bool = True
+    host_copy_gbps: float = MISSING
+    sharp: bool = False
+    mtbf_nic_h: float = MISSING
+    mtbf_switch_h: float = MISSING
+
+
+@dataclass
+class ClusterConf:
+    name: str = MISSING
+    gpus_per_node: int = 8
+    nics_per_node: int = 8
+    rail_optimized: bool = True
+    oversubscription: float = 1.0
+    switch_radix: int = 64
+    mtbf_node_h: float = MISSING
+    storage_write_gbps: float = MISSING
+    storage_read_gbps: float = MISSING
+    staging_gbps: float = MISSING
+    t_drain_s: float = MISSING
+    t_provision_s: float = MISSING
+    t_reinit_s: float = MISSING
+    jitter_cv: float = 0.0
+    serial_s_per_step: float = 0.0
+    init_s: float = 0.0
+    power_frac: float = MISSING
+    pue: float = MISSING
+    energy_price_kwh: float = MISSING
+
+
+@dataclass
+class LayoutConf:
+    n_gpus: int = MISSING
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+    ep: int = 1
+    vpp: int = 1
+
+
+@dataclass
+class TrainingConf:
+    global_batch: int = MISSING  # sequences per step
+    micro_batch: int = 1
+    recompute: str = "none"  # none | selective | full
+    zero_stage: int = 1
+    seq_parallel: bool = True
+    flash_attention: bool = True
+    precision: str = "bf16"  # bf16 | fp8
+    grad_bytes: float = 2.0
+    grad_compression: float = 1.0
+    overlap_eta: float = 0.9
+    bucket_mparams: float = 25.0
+    reserved_gb: float = 4.0
+
+
+@dataclass
+class JobConf:
+    tokens: float = MISSING
+    deadline_days: float = MISSING
+    ckpt_interval_s: Optional[float] = None  # None = Daly-optimal for each configuration
+    ckpt_async: bool = False
+
+
+@dataclass
+class AppConf:
+    task: Any = MISSING
+    model: ModelConf = field(default_factory=ModelConf)
+    gpu: GPUConf = field(default_factory=GPUConf)
+    fabric: FabricConf = field(default_factory=FabricConf)
+    cluster: ClusterConf = field(default_factory=ClusterConf)
+    layout: LayoutConf = field(default_factory=LayoutConf)
+    training: TrainingConf = field(default_factory=TrainingConf)
+    job: JobConf = field(default_factory=JobConf)
+    space: Any = None
+
+
+def register_configs() -> None:
+    ConfigStore.instance().store(name="base_config", node=AppConf)
+
+
+RECOMPUTE = {"none": 0.0, "selective": 1.0, "full": 2.0}
+PRECISION = {"bf16": 0.0, "fp16": 0.0, "fp8": 1.0}
+
+
+# --- value checks -------------------------------------------------------------------------
+
+def _fail(key: str, value: Any, allowed: str) -> None:
+    raise ConfigError(f"{key}={value!r} is not allowed: {allowed}")
+
+
+def check(cfg: DictConfig) -> None:
+    """Reject impossible values, naming the key, the value and what is allowed."""
+    positive = {
+        "model": ["n_layers", "hidden", "ffn_hidden", "n_heads", "vocab", "seq_len", "n_experts", "top_k"],
+        "gpu": ["peak_bf16_tflops", "hbm_gb", "hbm_tbps", "nvlink_gbps", "nvlink_domain", "tdp_w",
+                "matmul_eff", "matmul_half_dim", "mem_eff", "nvlink_eff", "nvlink_latency_us", "mtbf_gpu_h"],
+        "fabric": ["nic_gbit", "nic_eff", "latency_us", "host_copy_gbps", "mtbf_nic_h", "mtbf_switch_h"],
+        "cluster": ["gpus_per_node", "nics_per_node", "switch_radix", "mtbf_node_h",
+                    "storage_write_gbps", "storage_read_gbps", "staging_gbps", "power_frac", "pue"],
+        "layout": ["n_gpus", "tp", "pp", "cp", "ep", "vpp"],
+        "training": ["global_batch", "micro_batch", "grad_bytes", "grad_compression", "bucket_mparams"],
+        "job": ["tokens"],
+    }
+    for group, keys in positive.items():
+        for key in keys:
+            value = cfg[group][key]
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                _fail(f"{group}.{key}", value, "a finite number > 0")
+    non_negative = {
+        "gpu": ["peak_fp8_tflops", "price_per_gpu_hour", "fp8_matmul_eff", "nvls_eff"],
+        "cluster": ["t_drain_s", "t_provision_s", "t_reinit_s", "jitter_cv", "serial_s_per_step",
+                    "init_s", "energy_price_kwh"],
+        "training": ["reserved_gb"],
+    }
+    for group, keys in non_negative.items():
+        for key in keys:
+            value = cfg[group][key]
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                _fail(f"{group}.{key}", value, "a finite number >= 0")
+    for key in ("gpu.matmul_eff", "gpu.fp8_matmul_eff", "gpu.mem_eff", "gpu.nvlink_eff",
+                "gpu.nvls_eff", "fabric.nic_eff", "cluster.power_frac", "training.overlap_eta",
+                "training.grad_compression"):
+        group, name = key.split(".")
+        value = cfg[group][name]
+        if not 0 <= value <= 1:
+            _fail(key, value, "a fraction in [0, 1]")
+    if cfg.cluster.oversubscription < 1:
+        _fail("cluster.oversubscription", cfg.cluster.oversubscription, ">= 1 (1 = full bisection)")
+
+    m, lay, tr, gpu, cl = cfg.model, cfg.layout, cfg.training, cfg.gpu, cfg.cluster
+    kv = m.n_kv_heads if m.n_kv_heads is not None else m.n_heads
+    if kv <= 0 or m.n_heads % kv:
+        _fail("model.n_kv_heads", m.n_kv_heads, f"a positive divisor of model.n_heads={m.n_heads}")
+    if m.hidden % m.n_heads:
+        _fail("model.n_heads", m.n_heads, f"a divisor of model.hidden={m.hidden}")
+    if m.top_k > m.n_experts:
+        _fail("model.top_k", m.top_k, f"<= model.n_experts={m.n_experts}")
+    if tr.recompute not in RECOMPUTE:
+        _fail("training.recompute", tr.recompute, " | ".join(RECOMPUTE))
+    if tr.precision not in PRECISION:
+        _fail("training.precision", tr.precision, " | ".join(PRECISION))
+    if tr.precision == "fp8" and gpu.peak_fp8_tflops <= 0:
+        _fail("training.precision", tr.precision, f"bf16 (gpu={gpu.name} has no fp8 tensor cores)")
+    if tr.zero_stage not in (0, 1, 2, 3):
+        _fail("training.zero_stage", tr.zero_stage, "0, 1, 2 or 3")
+    if gpu.nvlink_domain % cl.gpus_per_node:
+        _fail("cluster.gpus_per_node", cl.gpus_per_node,
+              f"a divisor of gpu.nvlink_domain={gpu.nvlink_domain} (gpu={gpu.name})")
+    check_layout(m.n_heads, m.n_layers, m.seq_len, m.n_experts, lay.n_gpus, lay.tp, lay.pp,
+                 lay.cp, lay.ep, lay.vpp, tr.global_batch, tr.micro_batch)
+
+
+def check_layout(heads, layers, seq_len, experts, n_gpus, tp, pp, cp, ep, vpp, global_batch, micro_batch):
+    if heads % tp:
+        _fail("layout.tp", tp, f"a divisor of model.n_heads={heads}")
+    if layers % (pp * vpp):
+        _fail("layout.pp", pp, f"pp x vpp (vpp={vpp}) must divide model.n_layers={layers}")
+    if vpp > 1 and pp == 1:
+        _fail("layout.vpp", vpp, "1 when layout.pp=1 (interleaving needs a pipeline)")
+    if seq_len % cp:
+        _fail("layout.cp", cp, f"a divisor of model.seq_len={seq_len}")
+    if experts % ep:
+        _fail("layout.ep", ep, f"a divisor of model.n_experts={experts}")
+    if n_gpus % (tp * pp * cp):
+        _fail("layout.n_gpus", n_gpus, f"a multiple of tp*pp*cp={tp * pp * cp}")
+    dp = n_gpus // (tp * pp * cp)
+    if (dp * cp) % ep:
+        _fail("layout.ep", ep, f"a divisor of dp*cp={dp * cp}")
+    if global_batch % (dp * micro_batch):
+        _fail("training.global_batch", global_batch,
+              f"a multiple of dp x micro_batch = {dp} x {micro_batch} = {dp * micro_batch}")
+
+
+# --- conversion ---------------------------------------------------------------------------
+
+def _floats(cls, values: dict):
+    return cls(**{k: jnp.asarray(float(values[k])) for k in cls._fields})
+
+
+def to_config(cfg: DictConfig) -> Config:
+    """A checked Hydra config as a pytree of float scalars."""
+    check(cfg)
+    c = OmegaConf.to_container(cfg, resolve=True)
+    model = dict(c["model"])
+    model["n_kv_heads"] = model["n_kv_heads"] or model["n_heads"]
+    tr = dict(c["training"])
+    training = dict(tr, seq_len=model["seq_len"], recompute=RECOMPUTE[tr["recompute"]],
+                    fp8=PRECISION[tr["precision"]])
+    interval = c["job"]["ckpt_interval_s"]
+    job = dict(c["job"], ckpt_auto=1.0 if interval is None else 0.0,
+               ckpt_interval_s=1.0 if interval is None else interval)
+    return Config(
+        model=_floats(ModelSpec, model), gpu=_floats(GPUSpec, c["gpu"]),
+        fabric=_floats(FabricSpec, c["fabric"]), cluster=_floats(ClusterSpec, c["cluster"]),
+        layout=_floats(Layout, c["layout"]), train=_floats(Training, training), job=_floats(Job, job),
+    )
+
+
+def compose(overrides: list[str] | None = None) -> DictConfig:
+    """Compose the app config from ``conf/`` (for Python users and tests)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return hydra_compose(config_name="config", overrides=list(overrides or []))

@@ -1,0 +1,253 @@
+"""The job-completion-time model for one configuration, and its batched form.
+
+``estimate(cfg)`` is a pure function of a :class:`Config` of scalars; ``estimate_batch`` is
+``jit(vmap(estimate))`` over a :class:`Config` of ``(n_cfg,)`` arrays. Infeasible
+configurations are masked (``feasible == False``, ``reason != 0``, times = +inf); their
+intermediate values are computed on safe stand-ins so gradients stay finite everywhere.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax.scipy.special import ndtri
+
+from . import _comm as K
+from . import _compute as C
+from . import _memory as Mem
+from . import _reliability as R
+from ._types import Config
+
+# Checkpoint state: bf16 weights + fp32 master weights + Adam m and v = 14 bytes/parameter
+# (ZeRO, Rajbhandari et al. 2020; BLOOM-176B: 2.3 TB, reliability.csv).
+CKPT_BYTES_PER_PARAM = 14.0
+
+
+class Reason(enum.IntEnum):
+    """Why a configuration is masked (first failing check wins)."""
+
+    OK = 0
+    LAYOUT = 1  # GPUs, heads, layers, batch or experts do not divide
+    FP8_UNSUPPORTED = 2  # fp8 asked of a GPU without fp8 tensor cores
+    MEMORY = 3  # does not fit in HBM
+    FAILURES = 4  # cluster fails faster than it can checkpoint: no progress
+
+
+class Estimate(NamedTuple):
+    feasible: jax.Array
+    reason: jax.Array  # Reason code
+    # layout derived
+    dp: jax.Array
+    n_micro: jax.Array  # micro-batches per step per pipeline (gradient accumulation)
+    # per-step breakdown, seconds (sums to step_s)
+    compute_s: jax.Array
+    bubble_s: jax.Array
+    tp_comm_s: jax.Array
+    cp_comm_s: jax.Array
+    ep_comm_s: jax.Array
+    pp_comm_s: jax.Array
+    dp_comm_s: jax.Array  # exposed (not hidden behind backward)
+    zero3_comm_s: jax.Array  # exposed parameter gathers
+    optimizer_s: jax.Array
+    straggler_s: jax.Array
+    serial_s: jax.Array
+    step_s: jax.Array
+    dp_comm_raw_s: jax.Array  # before overlap
+    # memory, bytes per GPU
+    mem_weights: jax.Array
+    mem_grads: jax.Array
+    mem_optimizer: jax.Array
+    mem_activations: jax.Array
+    mem_total: jax.Array
+    mem_capacity: jax.Array
+    # whole job
+    params: jax.Array
+    model_flops_per_step: jax.Array
+    hardware_flops_per_step: jax.Array
+    steps: jax.Array
+    theoretical_s: jax.Array  # compute only: no communication, no bubble, no failures
+    train_s: jax.Array  # steps x step time + start-up, no failures
+    ckpt_write_s: jax.Array  # training stall per checkpoint (delta)
+    ckpt_interval_s: jax.Array  # compute time between checkpoints (tau)
+    young_interval_s: jax.Array
+    daly_interval_s: jax.Array
+    mtbf_s: jax.Array
+    restart_s: jax.Array
+    n_checkpoints: jax.Array
+    n_failures: jax.Array
+    jct_s: jax.Array  # expected wall-clock, failures and lost work included
+    efficiency: jax.Array  # theoretical_s / train_s
+    mfu: jax.Array
+    gamma: jax.Array  # raw communication / compute
+    comm_share: jax.Array  # exposed communication / step
+    gpu_hours: jax.Array
+    cost_usd: jax.Array
+    energy_kwh: jax.Array
+    energy_usd: jax.Array
+
+
+def _is_int(x):
+    return jnp.abs(x - jnp.round(x)) < 1e-6
+
+
+def expected_max_std_normal(n):
+    """E[max of n iid N(0,1)] by Blom's approximation Phi^-1((n - 0.375)/(n + 0.25))
+    (Blom 1958; David & Nagaraja, Order Statistics, 3rd ed., Sec. 4.5). 0 for n = 1."""
+    return ndtri((n - 0.375) / (n + 0.25))
+
+
+def overlap(comm_s, window_s, eta):
+    """Exposed part of communication overlapped with a compute window:
+    tau_comm - eta min(tau_comp, tau_comm) (MISSION step-time overlap model)."""
+    return comm_s - eta * jnp.minimum(window_s, comm_s)
+
+
+def layout_checks(cfg: Config):
+    m, lay, t = cfg.model, cfg.layout, cfg.train
+    dp = lay.n_gpus / (lay.tp * lay.pp * lay.cp)
+    n_micro = t.global_batch / (dp * t.micro_batch)
+    ok = (_is_int(dp) & (dp >= 1.0) & _is_int(n_micro) & (n_micro >= 1.0)
+          & _is_int(m.n_heads / lay.tp) & _is_int(m.n_layers / (lay.pp * lay.vpp))
+          & _is_int(t.seq_len / lay.cp) & _is_int(m.n_experts / lay.ep) & _is_int(dp * lay.cp / lay.ep)
+          & ((lay.vpp == 1.0) | (lay.pp > 1.0)))
+    return ok, dp, n_micro
+
+
+def estimate(cfg: Config) -> Estimate:
+    """Expected job completion time and its breakdown for one configuration."""
+    m, g, f, c, lay, t, job = cfg
+    layout_ok, dp_raw, n_micro_raw = layout_checks(cfg)
+    # Safe stand-ins keep every intermediate finite on masked rows (double-where trick).
+    dp = jnp.where(layout_ok, dp_raw, 1.0)
+    n_micro = jnp.where(layout_ok, n_micro_raw, 1.0)
+    fp8_ok = (t.fp8 < 1) | (g.peak_fp8_tflops > 0)
+    g = g._replace(peak_fp8_tflops=jnp.where(fp8_ok, g.peak_fp8_tflops, g.peak_bf16_tflops))
+
+    # --- compute per micro-batch on the slowest (last) stage ---
+    layers_per_stage = m.n_layers / lay.pp
+    t_comp_mb = C.microbatch_compute_time(m, g, t, lay.tp, lay.cp, layers_per_stage, 1.0)
+    gemm, core, elem = C.layer_times(m, g, t, lay.tp, lay.cp)
+
+    # --- communication per micro-batch on the critical path ---
+    tokens = t.micro_batch * t.seq_len / lay.cp
+    act_bytes = 2.0 * tokens * m.hidden  # bf16 activations
+    recompute_full = jnp.where(t.recompute >= 2, 1.0, 0.0)
+    # TP: 2 all-reduces forward, 2 backward per layer, 2 more when recomputing
+    # (Megatron, Shoeybi 2019 Fig. 4); SP's all-gather + reduce-scatter move the same bytes.
+    n_tp = layers_per_stage * (4.0 + 2.0 * recompute_full)
+    tp_mb = n_tp * K.all_reduce(act_bytes, lay.tp, 1.0, g, f, c)
+    # CP: K and V of the full sequence gathered forward, gathered + reduce-scattered backward,
+    # hidden behind the attention core (ring attention, Liu et al. 2023).
+    kv_bytes = 2.0 * 2.0 * t.micro_batch * t.seq_len * m.n_kv_heads * C.head_dim(m) / lay.tp
+    cp_raw = layers_per_stage * 3.0 * K.all_gather(kv_bytes, lay.cp, lay.tp, g, f, c)
+    cp_mb = overlap(cp_raw, layers_per_stage * 3.0 * core, t.overlap_eta)
+    # EP: dispatch + combine all-to-all forward and backward (GShard, Lepikhin et al. 2020).
+    moe = jnp.where(m.n_experts > 1, 1.0, 0.0)
+    a2a_bytes = 2.0 * tokens * m.top_k * m.hidden
+    n_a2a = moe * layers_per_stage * (4.0 + 2.0 * recompute_full)
+    ep_mb = n_a2a * K.all_to_all(a2a_bytes, lay.ep, lay.tp * lay.cp, g, f, c)
+    # PP: activation forward, gradient backward per virtual stage; SP scatters it over tp.
+    pp_stride = lay.tp * lay.cp * dp
+    p2p_bytes = act_bytes / jnp.where(t.seq_parallel > 0, lay.tp, 1.0)
+    crosses = pp_stride >= g.nvlink_domain
+    pp_mb = jnp.where(lay.pp > 1, 2.0 * lay.vpp * K.p2p(p2p_bytes, crosses, g, f, c), 0.0)
+
+    t_mb = t_comp_mb + tp_mb + cp_mb + ep_mb + pp_mb
+    # 1F1B bubble (p-1)/M, interleaved (p-1)/(v M) (Narayanan 2021 Sec. 2.2).
+    bubble_mb = (lay.pp - 1.0) / lay.vpp
+    pipe = t_mb * (n_micro + bubble_mb)
+    # Stragglers: the step waits for the slowest of n_gpus ranks with N(1, cv) jitter.
+    straggler = pipe * c.jitter_cv * expected_max_std_normal(lay.n_gpus)
+
+    # --- data-parallel gradient sync, once per step ---
+    mem = Mem.memory(m, lay, t, dp, n_micro)
+    dense, expert = Mem.local_params(m, lay, t)
+    wire = t.grad_bytes * t.grad_compression
+    dp_group = dp * lay.cp
+    edp_group = jnp.maximum(dp_group / lay.ep, 1.0)
+    grad_sync = (K.all_reduce(wire * dense, dp_group, lay.tp, g, f, c)
+                 + K.all_reduce(wire * expert, edp_group, lay.tp * lay.ep, g, f, c))
+    # DDP buckets: the last bucket cannot overlap; the rest hides behind the last backward.
+    bucket = jnp.minimum(1e6 * t.bucket_mparams / (dense + expert), 1.0)
+    last_bucket = bucket * grad_sync
+    backward_window = 2.0 / 3.0 * t_comp_mb
+    dp_exposed = last_bucket + overlap(grad_sync - last_bucket, backward_window, t.overlap_eta)
+    # ZeRO-3: parameters gathered forward and backward every micro-batch, prefetched behind it.
+    z3 = jnp.where(t.zero_stage >= 3, 1.0, 0.0)
+    gather_raw = z3 * 2.0 * (K.all_gather(Mem.WEIGHT_BYTES * dense, dp_group, lay.tp, g, f, c)
+                             + K.all_gather(Mem.WEIGHT_BYTES * expert, edp_group, lay.tp * lay.ep, g, f, c))
+    z3_exposed = n_micro * overlap(gather_raw, t_comp_mb, t.overlap_eta)
+    shard = jnp.where(t.zero_stage >= 1, dp_group, 1.0)
+    optimizer = C.optimizer_time(mem.local_params / shard, g)
+
+    step = pipe + straggler + dp_exposed + z3_exposed + optimizer + c.serial_s_per_step
+    compute_step = n_micro * t_comp_mb + optimizer
+
+    # --- whole job ---
+    params = C.total_params(m, t.seq_len)
+    steps = job.tokens / (t.global_batch * t.seq_len)
+    train = steps * step + c.init_s
+    theoretical = steps * compute_step
+    n_nodes = lay.n_gpus / c.gpus_per_node
+    n_nics = n_nodes * c.nics_per_node
+    # Two-tier fat tree: leaves with half their ports down, half as many spines.
+    n_switches = jnp.where(n_nodes > 1.0, 1.5 * n_nics / (c.switch_radix / 2.0), 0.0)
+    mtbf = R.cluster_mtbf(lay.n_gpus, n_nodes, n_nics, n_switches, g.mtbf_gpu_h, c.mtbf_node_h,
+                          f.mtbf_nic_h, f.mtbf_switch_h)
+    ckpt_bytes = CKPT_BYTES_PER_PARAM * params
+    t_sync = ckpt_bytes / (1e9 * c.storage_write_gbps)
+    # Async (seed 001): stall = max(T_copy of this GPU's shard through HBM, T_flush to staging).
+    t_copy = CKPT_BYTES_PER_PARAM * mem.local_params / shard / C.hbm_rate(g)
+    t_flush = ckpt_bytes / (1e9 * c.staging_gbps)
+    delta = jnp.where(job.ckpt_async > 0, jnp.maximum(t_copy, t_flush), t_sync)
+    restart = R.recovery_time(c.t_drain_s, c.t_provision_s, ckpt_bytes / (1e9 * c.storage_read_gbps),
+                              c.t_reinit_s)
+    daly = R.daly_interval(delta, mtbf)
+    tau = jnp.where(job.ckpt_auto > 0, daly, job.ckpt_interval_s)
+    solve = steps * step
+    wall, progress_ok = R.expected_wall_time(solve, tau, delta, restart, mtbf)
+    jct = wall + c.init_s
+
+    mem_ok = mem.total <= 1e9 * g.hbm_gb
+    reason = jnp.where(~layout_ok, Reason.LAYOUT,
+                       jnp.where(~fp8_ok, Reason.FP8_UNSUPPORTED,
+                                 jnp.where(~mem_ok, Reason.MEMORY,
+                                           jnp.where(~progress_ok, Reason.FAILURES, Reason.OK))))
+    feasible = reason == Reason.OK
+
+    model_flops = C.model_flops_per_step(m, t)
+    comm_exposed = n_micro * (tp_mb + cp_mb + ep_mb + pp_mb) + dp_exposed + z3_exposed
+    comm_raw = n_micro * (tp_mb + cp_raw + ep_mb + pp_mb + gather_raw) + grad_sync
+    hours = lay.n_gpus * jct / 3600.0
+    energy = hours * g.tdp_w * c.power_frac * c.pue / 1000.0
+    peak = 1e12 * jnp.where(t.fp8 > 0, g.peak_fp8_tflops, g.peak_bf16_tflops)
+
+    def masked(x):
+        return jnp.where(feasible, x, jnp.inf)
+
+    return Estimate(
+        feasible=feasible, reason=reason.astype(jnp.int32), dp=dp_raw, n_micro=n_micro_raw,
+        compute_s=n_micro * t_comp_mb, bubble_s=bubble_mb * t_mb, tp_comm_s=n_micro * tp_mb,
+        cp_comm_s=n_micro * cp_mb, ep_comm_s=n_micro * ep_mb, pp_comm_s=n_micro * pp_mb,
+        dp_comm_s=dp_exposed, zero3_comm_s=z3_exposed, optimizer_s=optimizer,
+        straggler_s=straggler, serial_s=c.serial_s_per_step, step_s=masked(step),
+        dp_comm_raw_s=grad_sync,
+        mem_weights=mem.weights, mem_grads=mem.grads, mem_optimizer=mem.optimizer,
+        mem_activations=mem.activations, mem_total=mem.total, mem_capacity=1e9 * g.hbm_gb,
+        params=params, model_flops_per_step=model_flops,
+        hardware_flops_per_step=C.hardware_flops_per_step(m, t), steps=steps,
+        theoretical_s=theoretical, train_s=masked(train), ckpt_write_s=delta, ckpt_interval_s=tau,
+        young_interval_s=R.young_interval(delta, mtbf), daly_interval_s=daly, mtbf_s=mtbf,
+        restart_s=restart, n_checkpoints=solve / tau, n_failures=masked(wall / mtbf),
+        jct_s=masked(jct), efficiency=jnp.where(feasible, theoretical / train, 0.0),
+        mfu=jnp.where(feasible, model_flops / (step * lay.n_gpus * peak), 0.0),
+        gamma=comm_raw / compute_step, comm_share=jnp.where(feasible, comm_exposed / step, 0.0),
+        gpu_hours=masked(hours), cost_usd=masked(hours * g.price_per_gpu_hour),
+        energy_kwh=masked(energy), energy_usd=masked(energy * c.energy_price_kwh),
+    )
+
+
+estimate_batch = jax.jit(jax.vmap(estimate))

@@ -1,0 +1,96 @@
+"""Per-GPU memory (bytes) on the most loaded pipeline stage, and the feasibility mask."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+
+from . import _compute as C
+from ._types import Layout, ModelSpec, Training
+
+# Mixed-precision Adam: bf16 weights 2 + bf16 grads 2 + fp32 master, m, v 12 bytes per
+# parameter (Rajbhandari et al. 2020, ZeRO, Sec. 3.1, K = 12).
+WEIGHT_BYTES, GRAD_BYTES, OPTIMIZER_BYTES = 2.0, 2.0, 12.0
+
+
+class Memory(NamedTuple):
+    weights: object  # bytes per GPU
+    grads: object
+    optimizer: object
+    activations: object
+    zero3_buffer: object
+    total: object
+    local_params: object  # parameters this GPU owns before ZeRO sharding
+
+
+def local_params(m: ModelSpec, lay: Layout, t: Training):
+    """(dense, expert) parameters held by one GPU of the largest stage, before ZeRO.
+
+    Layers split over pp, weights over tp, experts additionally over ep. With pp > 1 the
+    first (or last) stage also holds a V x h embedding; with pp == 1 the one stage holds all.
+    """
+    layers = m.n_layers / lay.pp
+    experts = m.n_experts * C.mlp_params_per_expert(m)
+    dense_layer = C.layer_params(m) - experts
+    embed = jnp.where(lay.pp > 1, m.vocab * m.hidden, C.embedding_params(m, t.seq_len))
+    dense = (layers * dense_layer + embed) / lay.tp
+    expert = layers * experts / (lay.tp * lay.ep)
+    return dense, expert
+
+
+def activation_bytes_per_layer(m: ModelSpec, lay: Layout, t: Training):
+    """Stored activations of one layer for one micro-batch (bytes).
+
+    Korthikanti et al. 2022, Table 2: s b h (34 + 5 a s / h) without parallelism;
+    s b h (10 + 24/t + 5 a s/(h t)) with TP; s b h / t (34 + 5 a s / h) with TP + SP;
+    the 5 a s^2 b term vanishes with selective recompute (or fused attention); full
+    recompute keeps only the layer input, 2 s b h (/t with SP). Generalised here to GQA
+    (K, V of kv_heads), SwiGLU and MoE top-k (MLP term 4 s b ffn, 8 s b ffn gated, x top_k).
+    CP splits the sequence, so everything is divided by cp.
+    """
+    s, b, h, tp, cp = t.seq_len, t.micro_batch, m.hidden, lay.tp, lay.cp
+    sbh = s * b * h
+    kv = m.n_kv_heads * C.head_dim(m)
+    replicated = 10.0 * sbh  # norm inputs, dropout masks, QKV / fc1 inputs
+    split_attn = 4.0 * sbh + 4.0 * s * b * kv  # Q, context, K, V
+    split_mlp = m.top_k * s * b * m.ffn_hidden * (4.0 + 4.0 * m.glu)
+    scores = 5.0 * m.n_heads * s * s * b
+    keep_scores = jnp.where((t.recompute < 1) & (t.flash_attention < 1), 1.0, 0.0)
+    sp_div = jnp.where(t.seq_parallel > 0, tp, 1.0)
+    stored = replicated / sp_div + (split_attn + split_mlp + keep_scores * scores) / tp
+    full_recompute = 2.0 * sbh / sp_div
+    return jnp.where(t.recompute >= 2, full_recompute, stored) / cp, stored / cp
+
+
+def memory(m: ModelSpec, lay: Layout, t: Training, dp, n_micro):
+    """Bytes per GPU: weights, grads, optimizer state (ZeRO 1/2/3 sharded over the
+    data-parallel group dp*cp, experts over dp*cp/ep), activations of the micro-batches in
+    flight on the first 1F1B stage, and the ZeRO-3 gather buffer."""
+    dense, expert = local_params(m, lay, t)
+    shard_dense = dp * lay.cp
+    shard_expert = jnp.maximum(dp * lay.cp / lay.ep, 1.0)
+
+    def sharded(nbytes, stage):
+        return nbytes * (dense / jnp.where(t.zero_stage >= stage, shard_dense, 1.0)
+                         + expert / jnp.where(t.zero_stage >= stage, shard_expert, 1.0))
+
+    weights = sharded(WEIGHT_BYTES, 3)
+    grads = sharded(GRAD_BYTES, 2)
+    optimizer = sharded(OPTIMIZER_BYTES, 1)
+
+    per_layer, per_layer_full = activation_bytes_per_layer(m, lay, t)
+    layers = m.n_layers / lay.pp
+    # 1F1B: the first stage holds min(pp, M) micro-batches; interleaving adds
+    # (1 + (p-1)/(p v)) (Korthikanti 2022 Sec. 4.2.3).
+    interleave = jnp.where(lay.vpp > 1, 1.0 + (lay.pp - 1.0) / (lay.pp * lay.vpp), 1.0)
+    in_flight = jnp.minimum(lay.pp, n_micro) * interleave
+    # Full recompute re-materialises one layer at a time during backward.
+    working = jnp.where(t.recompute >= 2, per_layer_full, 0.0)
+    logits = 4.0 * t.seq_len * t.micro_batch * m.vocab / (lay.tp * lay.cp)  # fp32 logits
+    activations = in_flight * layers * per_layer + working + logits
+
+    layer_weights = C.layer_params(m) / lay.tp
+    zero3_buffer = jnp.where(t.zero_stage >= 3, 2.0 * WEIGHT_BYTES * layer_weights, 0.0)
+    total = weights + grads + optimizer + activations + zero3_buffer + 1e9 * t.reserved_gb
+    return Memory(weights, grads, optimizer, activations, zero3_buffer, total, dense + expert)

@@ -1,0 +1,123 @@
+"""Pytrees that carry one configuration (or a batch of them) through the model.
+
+Every leaf is a floating-point array so that one compiled function serves any mix of
+configurations, and so that every continuous quantity stays differentiable. Discrete
+choices (recompute mode, ZeRO stage, flags) are floats too and are selected with
+``jnp.where``; they change values, never the traced graph.
+
+Shapes: ``()`` for one configuration, ``(n_cfg,)`` for a batch. Units are in the names.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from jax import Array
+
+
+class ModelSpec(NamedTuple):
+    n_layers: Array
+    hidden: Array
+    ffn_hidden: Array  # per expert for MoE
+    n_heads: Array
+    n_kv_heads: Array  # == n_heads without GQA
+    vocab: Array
+    glu: Array  # 1 = gated MLP (SwiGLU: three matrices), 0 = two matrices
+    n_experts: Array  # 1 for a dense model
+    top_k: Array  # experts per token (1 for a dense model)
+    tied_embeddings: Array  # 1 = input and output embedding share weights
+    learned_positions: Array  # 1 = learned absolute position embeddings (seq_len x hidden)
+
+
+class GPUSpec(NamedTuple):
+    peak_bf16_tflops: Array  # dense tensor-core peak
+    peak_fp8_tflops: Array  # 0 where the GPU has no fp8
+    hbm_gb: Array
+    hbm_tbps: Array
+    nvlink_gbps: Array  # GB/s per GPU, one direction
+    nvlink_domain: Array  # GPUs sharing one NVLink/xGMI switch domain
+    nvls: Array  # 1 = NVLink SHARP in-switch reduction available
+    tdp_w: Array
+    price_per_gpu_hour: Array  # USD
+    matmul_eff: Array  # best achieved / peak for large bf16 GEMMs
+    fp8_matmul_eff: Array  # best achieved / peak for large fp8 GEMMs
+    matmul_half_dim: Array  # GEMM dimension at which efficiency is half its maximum
+    mem_eff: Array  # achieved / peak HBM bandwidth for streaming kernels
+    nvlink_eff: Array  # ring all-reduce bus bandwidth / nvlink_gbps
+    nvls_eff: Array  # NVLS all-reduce bus bandwidth / (2 * nvlink_gbps)
+    nvlink_latency_us: Array  # alpha per ring step inside the domain
+    mtbf_gpu_h: Array
+
+
+class FabricSpec(NamedTuple):
+    nic_gbit: Array  # line rate of one NIC, Gbit/s
+    nic_eff: Array  # achieved / line rate for large messages
+    latency_us: Array  # alpha per hop across the scale-out fabric
+    rdma: Array  # 1 = GPUDirect RDMA; 0 = TCP sockets (host copies)
+    host_copy_gbps: Array  # GB/s per GPU of host memcpy bandwidth on the TCP path
+    sharp: Array  # 1 = in-network reduction (IB SHARP) available
+    mtbf_nic_h: Array
+    mtbf_switch_h: Array
+
+
+class ClusterSpec(NamedTuple):
+    gpus_per_node: Array
+    nics_per_node: Array
+    rail_optimized: Array  # 1 = rail-optimized leaves, 0 = fat-tree with ToR per node group
+    oversubscription: Array  # leaf uplink oversubscription (1 = full bisection)
+    switch_radix: Array  # ports per switch
+    mtbf_node_h: Array  # host failures (CPU, memory, PSU, software) per node
+    storage_write_gbps: Array  # GB/s, aggregate persistent storage write
+    storage_read_gbps: Array  # GB/s, aggregate read (restart)
+    staging_gbps: Array  # GB/s, aggregate fast tier for async checkpoints (host RAM / NVMe)
+    t_drain_s: Array
+    t_provision_s: Array
+    t_reinit_s: Array
+    jitter_cv: Array  # per-rank step-time coefficient of variation (stragglers)
+    serial_s_per_step: Array  # Amdahl serial part per step (data loading, logging)
+    init_s: Array  # one-off job start-up
+    power_frac: Array  # average draw / TDP while training
+    pue: Array
+    energy_price_kwh: Array  # USD per kWh
+
+
+class Layout(NamedTuple):
+    n_gpus: Array
+    tp: Array
+    pp: Array
+    cp: Array
+    ep: Array  # expert parallel, carved from the data-parallel ranks
+    vpp: Array  # virtual (interleaved) stages per pipeline rank
+
+
+class Training(NamedTuple):
+    seq_len: Array
+    global_batch: Array  # sequences per optimizer step
+    micro_batch: Array  # sequences per micro-batch per data-parallel rank
+    recompute: Array  # 0 none, 1 selective (attention core), 2 full
+    zero_stage: Array  # 0..3
+    seq_parallel: Array  # 1 = Megatron sequence parallelism with TP
+    flash_attention: Array  # 1 = attention scores are never stored
+    fp8: Array  # 1 = fp8 GEMMs
+    grad_bytes: Array  # bytes per gradient element on the wire
+    grad_compression: Array  # wire bytes / uncompressed bytes (1 = none)
+    overlap_eta: Array  # fraction of the overlap window that hides DP traffic
+    bucket_mparams: Array  # DDP bucket size, millions of parameters
+    reserved_gb: Array  # CUDA context, NCCL buffers, allocator fragmentation per GPU
+
+
+class Job(NamedTuple):
+    tokens: Array
+    ckpt_interval_s: Array  # compute time between checkpoints (used when ckpt_auto == 0)
+    ckpt_auto: Array  # 1 = Daly-optimal interval per configuration
+    ckpt_async: Array  # 1 = asynchronous checkpoint (cost max(T_copy, T_flush))
+
+
+class Config(NamedTuple):
+    model: ModelSpec
+    gpu: GPUSpec
+    fabric: FabricSpec
+    cluster: ClusterSpec
+    layout: Layout
+    train: Training
+    job: Job

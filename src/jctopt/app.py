@@ -1,0 +1,36 @@
+"""The `jctopt` command: one Hydra app, `jctopt task=<name> [overrides...]`."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+from ._config import CONF_DIR, ConfigError, register_configs
+from .tasks import estimate
+
+TASKS = {"estimate": estimate.main}
+
+register_configs()
+
+
+@hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
+def _app(cfg: DictConfig) -> None:
+    logging.getLogger("jax").setLevel(logging.WARNING)  # backend probing chatter
+    name = cfg.task.name
+    if name not in TASKS:
+        raise ConfigError(f"task={name!r} is not allowed: one of {', '.join(sorted(TASKS))}")
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    try:
+        TASKS[name](cfg, run_dir)
+    except ConfigError as err:
+        print(f"configuration error: {err}", file=sys.stderr)
+        sys.exit(2)
+
+
+def main() -> None:
+    _app()
