@@ -13,6 +13,7 @@ import jax.numpy as jnp
 from ._types import ClusterSpec, FabricSpec, GPUSpec
 
 _US = 1e-6
+LL_BW_FRACTION = 0.5
 
 
 def placement(size, stride, domain):
@@ -53,12 +54,13 @@ def all_reduce(nbytes, size, stride, g: GPUSpec, f: FabricSpec, c: ClusterSpec):
     """Fastest all-reduce over the algorithms NCCL chooses from, like its tuner does.
 
     ring:  T = 2(n-1)(alpha + N/(n beta)) (Hockney; Thakur et al. 2005), beta the slowest hop:
+           (inside a domain, the faster of NCCL's Simple and LL protocols)
            min(NVLink, n_local x NIC) when the ring leaves the domain (each node's rings
            share its NICs).
     tree:  double binary tree across domains, 2 log2(domains) alpha latency, 2 N / beta.
     NVLS:  NVLink SHARP inside one domain: the switch reduces, bytes on the wire halve.
     SHARP: hierarchical with in-network reduction across domains: reduce-scatter in the
-           domain, N/n_local once across the fabric, all-gather in the domain.
+           domain, N/n_local sent once across the fabric (half a ring's), all-gather.
     """
     n = size
     n_local, n_dom = placement(size, stride, g.nvlink_domain)
@@ -68,6 +70,10 @@ def all_reduce(nbytes, size, stride, g: GPUSpec, f: FabricSpec, c: ClusterSpec):
     beta = jnp.where(multi, jnp.minimum(b_nv, n_local * b_net), b_nv)
     ring_latency = jnp.where(multi, (n - n_dom) * a_nv + n_dom * a_net, (n - 1.0) * a_nv)
     ring = 2.0 * ring_latency + 2.0 * (n - 1.0) / n * nbytes / beta
+    # LL protocol inside a domain: each 8-byte store carries a 4-byte flag, so half the
+    # bandwidth at a much lower per-step latency (NCCL docs, NCCL_PROTO); wins below ~10 MB.
+    ll = 2.0 * (n - 1.0) * (g.ll_latency_us * _US + nbytes / (n * LL_BW_FRACTION * b_nv))
+    ring = jnp.where(multi, ring, jnp.minimum(ring, ll))
 
     tree_latency = 2.0 * (jnp.log2(jnp.maximum(n_dom, 1.0)) * a_net + (n_local - 1.0) * a_nv)
     tree = jnp.where(multi, tree_latency + 2.0 * nbytes / beta, jnp.inf)
@@ -76,8 +82,11 @@ def all_reduce(nbytes, size, stride, g: GPUSpec, f: FabricSpec, c: ClusterSpec):
     nvls_time = 2.0 * (n - 1.0) * a_nv + 2.0 * (n - 1.0) / n * nbytes / b_nvls
     nvls = jnp.where((g.nvls > 0) & ~multi & (n > 1.0), nvls_time, jnp.inf)
 
-    intra = 2.0 * (n_local - 1.0) * (a_nv + nbytes / (n_local * b_nv))
-    sharp_time = intra + 4.0 * a_net + nbytes / (n_local * b_net)
+    # The intra-domain reduce-scatter/all-gather and the network phase pipeline (chunked),
+    # so the slower of the two sets the bandwidth term.
+    intra_latency = 2.0 * (n_local - 1.0) * a_nv
+    intra_bw = 2.0 * (n_local - 1.0) / n_local * nbytes / b_nv
+    sharp_time = intra_latency + 4.0 * a_net + jnp.maximum(intra_bw, nbytes / (n_local * b_net))
     sharp = jnp.where((f.sharp > 0) & multi, sharp_time, jnp.inf)
     return jnp.minimum(jnp.minimum(ring, tree), jnp.minimum(nvls, sharp))
 

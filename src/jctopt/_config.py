@@ -62,6 +62,7 @@ class GPUConf:
     nvlink_eff: float = MISSING
     nvls_eff: float = 0.0
     nvlink_latency_us: float = MISSING
+    ll_latency_us: float = MISSING
     mtbf_gpu_h: float = MISSING
 
 
@@ -167,7 +168,7 @@ def check(cfg: DictConfig) -> None:
     positive = {
         "model": ["n_layers", "hidden", "ffn_hidden", "n_heads", "vocab", "seq_len", "n_experts", "top_k"],
         "gpu": ["peak_bf16_tflops", "hbm_gb", "hbm_tbps", "nvlink_gbps", "nvlink_domain", "tdp_w",
-                "matmul_eff", "matmul_half_dim", "mem_eff", "nvlink_eff", "nvlink_latency_us", "mtbf_gpu_h"],
+                "matmul_eff", "matmul_half_dim", "mem_eff", "nvlink_eff", "nvlink_latency_us", "ll_latency_us", "mtbf_gpu_h"],
         "fabric": ["nic_gbit", "nic_eff", "latency_us", "host_copy_gbps", "mtbf_nic_h", "mtbf_switch_h"],
         "cluster": ["gpus_per_node", "nics_per_node", "switch_radix", "mtbf_node_h",
                     "storage_write_gbps", "storage_read_gbps", "staging_gbps", "power_frac", "pue"],

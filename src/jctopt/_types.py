@@ -45,7 +45,8 @@ class GPUSpec(NamedTuple):
     mem_eff: Array  # achieved / peak HBM bandwidth for streaming kernels
     nvlink_eff: Array  # ring all-reduce bus bandwidth / nvlink_gbps
     nvls_eff: Array  # NVLS all-reduce bus bandwidth / (2 * nvlink_gbps)
-    nvlink_latency_us: Array  # alpha per ring step inside the domain
+    nvlink_latency_us: Array  # alpha per ring step inside the domain (Simple protocol)
+    ll_latency_us: Array  # alpha per ring step with NCCL's low-latency (LL) protocol
     mtbf_gpu_h: Array
 
 

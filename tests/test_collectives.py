@@ -1,0 +1,71 @@
+"""The collective model against measured nccl-tests all-reduce bus bandwidth (collectives.csv)."""
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from jctopt import _comm as K
+
+CSV = Path(__file__).resolve().parents[2] / "shared" / "validation" / "collectives.csv"
+
+
+def _sweep(system_prefix):
+    with CSV.open() as fh:
+        rows = list(csv.DictReader(fh))
+    rows = [r for r in rows
+            if r["system"].startswith(system_prefix) and r["message_size_bytes"]
+            and r["value_type"] == "measured" and float(r["message_size_bytes"]) >= 64 * 2**20]
+    return [(float(r["message_size_bytes"]), float(r["busbw_GBps"])) for r in rows]
+
+
+CASES = [("a100_80gb", size, busbw) for size, busbw in _sweep("Azure ND A100 v4")] + \
+        [("h100_sxm", size, busbw) for size, busbw in _sweep("Azure ND H100 v5")]
+
+
+def test_csv_has_both_sweeps():
+    assert sum(c[0] == "a100_80gb" for c in CASES) >= 8
+    assert sum(c[0] == "h100_sxm" for c in CASES) >= 8
+
+
+@pytest.mark.parametrize("gpu,size,measured", CASES, ids=[f"{g}-{int(s) >> 20}MiB" for g, s, _ in CASES])
+def test_allreduce_busbw_8gpu_within_15pct(config, gpu, size, measured):
+    cfg = config(f"gpu={gpu}", "layout=single_node")
+    t = K.all_reduce(size, 8.0, 1.0, cfg.gpu, cfg.fabric, cfg.cluster)
+    busbw = float(K.bus_bandwidth(t, size, 8.0)) / 1e9
+    assert busbw == pytest.approx(measured, rel=0.15)
+
+
+def test_cross_node_group_uses_the_fabric(config):
+    # DP group of 8 GPUs one per node (stride 8): every hop crosses the NIC, so it is slower
+    # than the same group inside a node, and a 2x faster NIC makes it faster.
+    cfg = config("gpu=h100_sxm", "fabric=ib_ndr400")
+    inside = float(K.all_reduce(1e9, 8.0, 1.0, cfg.gpu, cfg.fabric, cfg.cluster))
+    across = float(K.all_reduce(1e9, 8.0, 8.0, cfg.gpu, cfg.fabric, cfg.cluster))
+    fast = cfg.fabric._replace(nic_gbit=cfg.fabric.nic_gbit * 2)
+    across_fast = float(K.all_reduce(1e9, 8.0, 8.0, cfg.gpu, fast, cfg.cluster))
+    assert inside < across_fast < across
+    # Bandwidth term: 2 x 7/8 x 1 GB over 400 Gb/s x 0.94 = 47 GB/s per GPU ~ 37 ms (+ latency).
+    assert across == pytest.approx(2 * 7 / 8 * 1e9 / 47e9, rel=0.05)
+
+
+def test_tcp_and_oversubscription_slow_the_fabric(config):
+    rdma = config("fabric=roce400")
+    tcp = config("fabric=eth100_tcp")
+    assert float(K.nic_bw(tcp.fabric, tcp.cluster)) < float(K.nic_bw(rdma.fabric, rdma.cluster)) / 4
+    fat = config("cluster=fat_tree_2to1")
+    big = 64.0  # 64 nodes: more than a fat-tree leaf holds (32 ports / 8 NICs = 4 nodes)
+    ratio = (float(K.scale_out_bw(big, 8.0, fat.gpu, fat.fabric, fat.cluster))
+             / float(K.scale_out_bw(big, 8.0, rdma.gpu, fat.fabric, rdma.cluster)))
+    assert ratio == pytest.approx(0.5)
+
+
+def test_sharp_halves_nic_bound_allreduce(config):
+    # H100 nodes on HDR 200G: the ring is NIC-bound (8 x 23.5 GB/s < 370 GB/s NVLink); SHARP
+    # sends each byte across the fabric once instead of ~twice, so the time about halves.
+    cfg = config("gpu=h100_sxm", "fabric=ib_hdr200")
+    sharp = cfg.fabric._replace(sharp=np.float64(1.0))
+    args = (4e9, 128.0, 1.0, cfg.gpu)
+    ratio = float(K.all_reduce(*args, sharp, cfg.cluster)) / float(K.all_reduce(*args, cfg.fabric, cfg.cluster))
+    assert ratio == pytest.approx(128 / (2 * 127), rel=0.02)

@@ -1,0 +1,85 @@
+"""FLOPs and activation memory against the closed forms of Narayanan 2021 and Korthikanti 2022."""
+
+import jax.numpy as jnp
+import pytest
+
+from jctopt import _compute as C
+from jctopt import _memory as Mem
+
+# GPT-3 175B: L=96, h=12288, a=96, s=2048, V=51200; global batch B=1536 (Narayanan 2021 Sec. 5).
+L, H, A, S, V, B = 96, 12288, 96, 2048, 51200, 1536
+
+
+def _gpt3(config, *extra):
+    return config("model=gpt3_175b", "training.global_batch=1536", *extra)
+
+
+def test_model_flops_korthikanti_eq7(config):
+    cfg = _gpt3(config, "training.recompute=none")
+    expected = 72 * B * S * L * H**2 * (1 + S / (6 * H) + V / (12 * L * H))  # = 3.3856e18
+    assert float(C.model_flops_per_step(cfg.model, cfg.train)) == pytest.approx(expected, rel=1e-3)
+
+
+def test_hardware_flops_full_recompute_narayanan_eq3(config):
+    cfg = _gpt3(config, "training.recompute=full")
+    expected = 96 * B * S * L * H**2 * (1 + S / (6 * H) + V / (16 * L * H))  # = 4.5110e18
+    assert float(C.hardware_flops_per_step(cfg.model, cfg.train)) == pytest.approx(expected, rel=1e-3)
+
+
+def test_gpt3_parameter_count(config):
+    # Narayanan 2021 Sec. 5.1: P = 12 L h^2 (1 + 13/(12h) + (V+s)/(12 L h)) = 174.6 B
+    cfg = _gpt3(config)
+    expected = 12 * L * H**2 * (1 + 13 / (12 * H) + (V + S) / (12 * L * H))
+    assert float(C.total_params(cfg.model, cfg.train.seq_len)) == pytest.approx(expected, rel=2e-3)
+
+
+@pytest.mark.parametrize("model,billions", [("llama3_8b", 8.03), ("llama3_70b", 70.55), ("llama3_405b", 405.85),
+                                            ("mixtral_8x7b", 46.70)])
+def test_published_parameter_counts(config, model, billions):
+    # Llama 3: released checkpoints 8.03 / 70.55 / 405.85 B; Mixtral 8x7B: 46.7 B (Jiang et al. 2024).
+    cfg = config(f"model={model}", "layout=single_node", "training.global_batch=8")
+    assert float(C.total_params(cfg.model, cfg.train.seq_len)) / 1e9 == pytest.approx(billions, rel=5e-3)
+
+
+def _act(config, tp, sp, recompute, flash=False):
+    cfg = _gpt3(config, f"layout.tp={tp}", "layout.pp=1", f"layout.n_gpus={tp}", "training.micro_batch=1",
+                f"training.seq_parallel={sp}", f"training.recompute={recompute}",
+                f"training.flash_attention={flash}", "training.global_batch=1")
+    stored, _ = Mem.activation_bytes_per_layer(cfg.model, cfg.layout, cfg.train)
+    return float(stored)
+
+
+SBH = S * 1 * H
+
+
+@pytest.mark.parametrize("tp", [1, 8])
+def test_activation_memory_korthikanti_table2(config, tp):
+    # No SP, no recompute: s b h (10 + 24/t + 5 a s / (h t)); for t = 1 this is 34 + 5as/h.
+    expected = SBH * (10 + 24 / tp + 5 * A * S / (H * tp))
+    assert _act(config, tp, False, "none") == pytest.approx(expected, rel=1e-9)
+    # SP: s b h / t (34 + 5 a s / h)
+    assert _act(config, tp, True, "none") == pytest.approx(SBH / tp * (34 + 5 * A * S / H), rel=1e-9)
+    # SP + selective recompute: 34 s b h / t
+    assert _act(config, tp, True, "selective") == pytest.approx(34 * SBH / tp, rel=1e-9)
+    # Full recompute: only the layer input, 2 s b h (no SP)
+    assert _act(config, tp, False, "full") == pytest.approx(2 * SBH, rel=1e-9)
+
+
+def test_fused_attention_drops_score_memory(config):
+    assert _act(config, 8, True, "none", flash=True) == pytest.approx(34 * SBH / 8, rel=1e-9)
+
+
+def test_zero_sharding_divides_states(config):
+    # ZeRO (Rajbhandari 2020, Fig. 1): stage 1 shards the 12 optimizer bytes, 2 the grads, 3 the weights.
+    base = ("model=gpt_7p5b", "layout.n_gpus=64", "layout.tp=1", "layout.pp=1", "training.global_batch=64")
+    mems = []
+    for z in range(4):
+        cfg = config(*base, f"training.zero_stage={z}")
+        mems.append(Mem.memory(cfg.model, cfg.layout, cfg.train, jnp.asarray(64.0), jnp.asarray(1.0)))
+    p = float(mems[0].local_params)
+    assert float(mems[0].optimizer) == pytest.approx(12 * p)
+    assert float(mems[1].optimizer) == pytest.approx(12 * p / 64)
+    assert float(mems[1].grads) == pytest.approx(2 * p)
+    assert float(mems[2].grads) == pytest.approx(2 * p / 64)
+    assert float(mems[2].weights) == pytest.approx(2 * p)
+    assert float(mems[3].weights) == pytest.approx(2 * p / 64)
