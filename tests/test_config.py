@@ -1,0 +1,72 @@
+"""Every catalog entry composes; bad keys and impossible values stop with a clear message."""
+
+import itertools
+
+import pytest
+from hydra.errors import ConfigCompositionException
+from omegaconf import OmegaConf
+from omegaconf.errors import ConfigKeyError, ValidationError
+
+import jctopt
+from jctopt._config import CONF_DIR, GPUConf
+
+GROUPS = {g: sorted(p.stem for p in (CONF_DIR / g).glob("*.yaml")) for g in ("gpu", "fabric", "cluster", "model")}
+
+
+def test_catalogs_are_complete():
+    assert {"a100_80gb", "a100_40gb", "h100_sxm", "h200", "b200", "gb200", "mi300x"} <= set(GROUPS["gpu"])
+    assert {"ib_hdr200", "ib_ndr400", "ib_xdr800", "roce400", "eth100_tcp"} <= set(GROUPS["fabric"])
+    assert {"gpt3_175b", "llama3_8b", "llama3_70b", "llama3_405b", "mixtral_8x7b", "gpt_1p7b",
+            "gpt_1008b"} <= set(GROUPS["model"])
+
+
+@pytest.mark.parametrize("gpu,fabric", list(itertools.product(GROUPS["gpu"], GROUPS["fabric"])))
+def test_every_gpu_and_fabric_composes_and_evaluates(compose, gpu, fabric):
+    cluster = "nvl72" if gpu == "gb200" else "default"
+    cfg = compose(f"gpu={gpu}", f"fabric={fabric}", f"cluster={cluster}", "model=gpt_7p5b",
+                  "layout.n_gpus=64", "layout.tp=4", "layout.pp=1", "training=modern",
+                  "training.global_batch=64")
+    est = jctopt.estimate(jctopt.to_config(cfg))
+    assert bool(est.feasible)
+    assert 0 < float(est.efficiency) <= 1
+
+
+@pytest.mark.parametrize("model", GROUPS["model"])
+def test_every_model_composes(compose, model):
+    cfg = compose(f"model={model}", "layout=single_node", "training.global_batch=8")
+    config = jctopt.to_config(cfg)
+    assert float(config.model.n_layers) > 0
+
+
+def test_misspelled_override_names_the_key(compose):
+    with pytest.raises(ConfigCompositionException, match="nvlink_gbs"):
+        compose("gpu.nvlink_gbs=900")
+
+
+def test_misspelled_catalog_key_names_the_key():
+    # What a typo inside a conf/gpu/*.yaml file meets when merged into the schema.
+    with pytest.raises(ConfigKeyError, match="nvlink_gbs"):
+        OmegaConf.merge(OmegaConf.structured(GPUConf), {"nvlink_gbs": 900})
+    with pytest.raises(ValidationError, match="hbm_gb"):
+        OmegaConf.merge(OmegaConf.structured(GPUConf), {"hbm_gb": "lots"})
+
+
+@pytest.mark.parametrize("override,key", [
+    ("fabric.nic_gbit=-400", "fabric.nic_gbit"),
+    ("gpu.hbm_tbps=0", "gpu.hbm_tbps"),
+    ("layout.tp=7", "layout.tp"),
+    ("cluster.gpus_per_node=16", "cluster.gpus_per_node"),
+    ("training.recompute=sometimes", "training.recompute"),
+    ("training.global_batch=1001", "training.global_batch"),
+    ("gpu.matmul_eff=1.5", "gpu.matmul_eff"),
+    ("training.precision=fp8", "training.precision"),  # A100 has no fp8
+])
+def test_impossible_values_name_key_value_and_allowed(compose, override, key):
+    cfg = compose(override)
+    value = override.split("=", 1)[1]
+    with pytest.raises(jctopt.ConfigError) as err:
+        jctopt.to_config(cfg)
+    message = str(err.value)
+    assert message.startswith(f"{key}=")
+    assert value in message
+    assert "allowed" in message
