@@ -22,10 +22,10 @@ register_configs()
 def _app(cfg: DictConfig) -> None:
     logging.getLogger("jax").setLevel(logging.WARNING)  # backend probing chatter
     name = cfg.task.name
-    if name not in TASKS:
-        raise ConfigError(f"task={name!r} is not allowed: one of {', '.join(sorted(TASKS))}")
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
+        if name not in TASKS:
+            raise ConfigError(f"task={name!r} is not allowed: one of {', '.join(sorted(TASKS))}")
         TASKS[name](cfg, run_dir)
     except ConfigError as err:
         print(f"configuration error: {err}", file=sys.stderr)
