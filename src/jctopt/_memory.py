@@ -21,7 +21,8 @@ class Memory(NamedTuple):
     activations: object
     zero3_buffer: object
     total: object
-    local_params: object  # parameters this GPU owns before ZeRO sharding
+    dense_params: object  # parameters this GPU holds before ZeRO sharding: dense part
+    expert_params: object  # ... and MoE experts (sharded over a smaller data-parallel group)
 
 
 def local_params(m: ModelSpec, lay: Layout, t: Training):
@@ -93,4 +94,4 @@ def memory(m: ModelSpec, lay: Layout, t: Training, dp, n_micro):
     layer_weights = C.layer_params(m) / lay.tp
     zero3_buffer = jnp.where(t.zero_stage >= 3, 2.0 * WEIGHT_BYTES * layer_weights, 0.0)
     total = weights + grads + optimizer + activations + zero3_buffer + 1e9 * t.reserved_gb
-    return Memory(weights, grads, optimizer, activations, zero3_buffer, total, dense + expert)
+    return Memory(weights, grads, optimizer, activations, zero3_buffer, total, dense, expert)
