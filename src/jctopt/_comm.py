@@ -50,6 +50,22 @@ def scale_out_bw(size, stride, g: GPUSpec, f: FabricSpec, c: ClusterSpec):
     return nic_bw(f, c) / jnp.where(crosses_spine, c.oversubscription, 1.0)
 
 
+def _ring_path(size, stride, g: GPUSpec, f: FabricSpec, c: ClusterSpec):
+    """(n_local, n_domains, beta, latency of one pass) of a ring over the group.
+
+    beta is the slowest hop: NVLink inside a domain; once the ring leaves the domain,
+    min(NVLink, n_local x NIC) (each node's rings share its NICs). Of the n steps of a
+    pass, n_domains cross the fabric and the rest stay on NVLink.
+    """
+    n_local, n_dom = placement(size, stride, g.nvlink_domain)
+    b_nv = nvlink_bw(g)
+    multi = n_dom > 1.0
+    beta = jnp.where(multi, jnp.minimum(b_nv, n_local * scale_out_bw(size, stride, g, f, c)), b_nv)
+    latency = jnp.where(multi, (size - n_dom) * g.nvlink_latency_us + n_dom * f.latency_us,
+                        (size - 1.0) * g.nvlink_latency_us) * _US
+    return n_local, n_dom, beta, latency
+
+
 def all_reduce(nbytes, size, stride, g: GPUSpec, f: FabricSpec, c: ClusterSpec):
     """Fastest all-reduce over the algorithms NCCL chooses from, like its tuner does.
 
@@ -63,12 +79,10 @@ def all_reduce(nbytes, size, stride, g: GPUSpec, f: FabricSpec, c: ClusterSpec):
            domain, N/n_local sent once across the fabric (half a ring's), all-gather.
     """
     n = size
-    n_local, n_dom = placement(size, stride, g.nvlink_domain)
+    n_local, n_dom, beta, ring_latency = _ring_path(size, stride, g, f, c)
     a_nv, a_net = g.nvlink_latency_us * _US, f.latency_us * _US
     b_nv, b_net = nvlink_bw(g), scale_out_bw(size, stride, g, f, c)
     multi = n_dom > 1.0
-    beta = jnp.where(multi, jnp.minimum(b_nv, n_local * b_net), b_nv)
-    ring_latency = jnp.where(multi, (n - n_dom) * a_nv + n_dom * a_net, (n - 1.0) * a_nv)
     ring = 2.0 * ring_latency + 2.0 * (n - 1.0) / n * nbytes / beta
     # LL protocol inside a domain: each 8-byte store carries a 4-byte flag, so half the
     # bandwidth at a much lower per-step latency (NCCL docs, NCCL_PROTO); wins below ~10 MB.
@@ -94,14 +108,8 @@ def all_reduce(nbytes, size, stride, g: GPUSpec, f: FabricSpec, c: ClusterSpec):
 def all_gather(nbytes, size, stride, g: GPUSpec, f: FabricSpec, c: ClusterSpec):
     """Ring all-gather (or reduce-scatter) of an ``nbytes`` result: (n-1)(alpha + N/(n beta)),
     half of the ring all-reduce (Thakur et al. 2005)."""
-    n = size
-    n_local, n_dom = placement(size, stride, g.nvlink_domain)
-    multi = n_dom > 1.0
-    beta = jnp.where(multi, jnp.minimum(nvlink_bw(g), n_local * scale_out_bw(size, stride, g, f, c)),
-                     nvlink_bw(g))
-    latency = jnp.where(multi, (n - n_dom) * g.nvlink_latency_us + n_dom * f.latency_us,
-                        (n - 1.0) * g.nvlink_latency_us) * _US
-    return latency + (n - 1.0) / n * nbytes / beta
+    _, _, beta, latency = _ring_path(size, stride, g, f, c)
+    return latency + (size - 1.0) / size * nbytes / beta
 
 
 def all_to_all(nbytes, size, stride, g: GPUSpec, f: FabricSpec, c: ClusterSpec):
