@@ -69,10 +69,8 @@ def _ring_path(size, stride, g: GPUSpec, f: FabricSpec, c: ClusterSpec):
 def all_reduce(nbytes, size, stride, g: GPUSpec, f: FabricSpec, c: ClusterSpec):
     """Fastest all-reduce over the algorithms NCCL chooses from, like its tuner does.
 
-    ring:  T = 2(n-1)(alpha + N/(n beta)) (Hockney; Thakur et al. 2005), beta the slowest hop:
-           (inside a domain, the faster of NCCL's Simple and LL protocols)
-           min(NVLink, n_local x NIC) when the ring leaves the domain (each node's rings
-           share its NICs).
+    ring:  T = 2(n-1)(alpha + N/(n beta)) (Hockney; Thakur et al. 2005), beta the slowest
+           hop (see _ring_path); inside a domain, the faster of NCCL's Simple and LL protocols.
     tree:  double binary tree across domains, 2 log2(domains) alpha latency, 2 N / beta.
     NVLS:  NVLink SHARP inside one domain: the switch reduces, bytes on the wire halve.
     SHARP: hierarchical with in-network reduction across domains: reduce-scatter in the

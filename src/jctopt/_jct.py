@@ -181,7 +181,8 @@ def estimate(cfg: Config) -> Estimate:
                              + K.all_gather(Mem.WEIGHT_BYTES * expert, edp_group, lay.tp * lay.ep, g, f, c))
     z3_exposed = n_micro * overlap(gather_raw, t_comp_mb, t.overlap_eta)
     shard = jnp.where(t.zero_stage >= 1, dp_group, 1.0)
-    optimizer = C.optimizer_time((dense + expert) / shard, g)
+    owned_params = (dense + expert) / shard  # optimizer state this GPU updates and saves
+    optimizer = C.optimizer_time(owned_params, g)
 
     step = pipe + straggler + dp_exposed + z3_exposed + optimizer + c.serial_s_per_step
     compute_step = n_micro * t_comp_mb + optimizer
@@ -200,7 +201,7 @@ def estimate(cfg: Config) -> Estimate:
     ckpt_bytes = CKPT_BYTES_PER_PARAM * params
     t_sync = ckpt_bytes / (1e9 * c.storage_write_gbps)
     # Async (seed 001): stall = max(T_copy of this GPU's shard through HBM, T_flush to staging).
-    t_copy = CKPT_BYTES_PER_PARAM * (dense + expert) / shard / C.hbm_rate(g)
+    t_copy = CKPT_BYTES_PER_PARAM * owned_params / C.hbm_rate(g)
     t_flush = ckpt_bytes / (1e9 * c.staging_gbps)
     delta = jnp.where(job.ckpt_async > 0, jnp.maximum(t_copy, t_flush), t_sync)
     restart = R.recovery_time(c.t_drain_s, c.t_provision_s, ckpt_bytes / (1e9 * c.storage_read_gbps),
