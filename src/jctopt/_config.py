@@ -137,6 +137,44 @@ class JobConf:
 
 
 @dataclass
+class SpaceConf:
+    """Search ranges. Integer axes take an integer, a list, ``"from:to:step"``,
+    ``"from:to:xfactor"`` (geometric) or ``"divisors"`` (tp: of n_heads, pp: of n_layers,
+    cp: of seq_len, ep: of n_experts)."""
+
+    name: str = MISSING
+    gpu: list[str] = MISSING  # catalog names (conf/gpu)
+    fabric: list[str] = MISSING  # catalog names (conf/fabric)
+    n_gpus: Any = MISSING
+    tp: Any = MISSING
+    pp: Any = MISSING
+    cp: Any = MISSING
+    ep: Any = MISSING
+    vpp: Any = MISSING  # virtual (interleaved) stages per pipeline rank
+    micro_batch: Any = MISSING
+    accum: Any = None  # None: global batch fixed at training.global_batch, accumulation solved
+    recompute: list[str] = MISSING  # none | selective | full
+    zero_stage: list[int] = MISSING
+    precision: list[str] = MISSING  # bf16 | fp16 | fp8
+    ckpt_interval_s: list[Any] = MISSING  # seconds, or "optimal" (Daly, per configuration)
+
+
+@dataclass
+class SweepConf:
+    keep: str = "feasible"  # feasible | all | top_k | pareto | best_per_group
+    objective: str = "cost_usd"  # cost_usd | jct_s | energy_kwh: what top_k / best_per_group minimise
+    top_k: int = 100
+    group_by: list[str] = field(default_factory=lambda: ["gpu", "fabric", "n_gpus"])
+    max_days: Optional[float] = None  # keep only configurations with expected JCT <= this
+    chunk_size: int = 262144  # configurations per compiled call
+    dtype: str = "float32"  # float32 (fast) | float64
+    resume: bool = False  # continue the newest unfinished sweep of this configuration
+    out: Optional[str] = None  # directory for the results (None = the Hydra run directory)
+    progress: bool = True
+    distributed: bool = False  # jax.distributed.initialize(): several hosts share the chunks
+
+
+@dataclass
 class AppConf:
     task: Any = MISSING
     model: ModelConf = field(default_factory=ModelConf)
@@ -146,7 +184,8 @@ class AppConf:
     layout: LayoutConf = field(default_factory=LayoutConf)
     training: TrainingConf = field(default_factory=TrainingConf)
     job: JobConf = field(default_factory=JobConf)
-    space: Any = None
+    space: SpaceConf = field(default_factory=SpaceConf)
+    sweep: SweepConf = field(default_factory=SweepConf)
 
 
 def register_configs() -> None:
@@ -163,8 +202,10 @@ def _fail(key: str, value: Any, allowed: str) -> None:
     raise ConfigError(f"{key}={value!r} is not allowed: {allowed}")
 
 
-def check(cfg: DictConfig) -> None:
-    """Reject impossible values, naming the key, the value and what is allowed."""
+def check(cfg: DictConfig, layout: bool = True) -> None:
+    """Reject impossible values, naming the key, the value and what is allowed.
+
+    ``layout=False`` skips the ``layout`` group (a design space brings its own layouts)."""
     positive = {
         "model": ["n_layers", "hidden", "ffn_hidden", "n_heads", "vocab", "seq_len", "n_experts", "top_k"],
         "gpu": ["peak_bf16_tflops", "hbm_gb", "hbm_tbps", "nvlink_gbps", "nvlink_domain", "tdp_w",
@@ -172,7 +213,7 @@ def check(cfg: DictConfig) -> None:
         "fabric": ["nic_gbit", "nic_eff", "latency_us", "host_copy_gbps", "mtbf_nic_h", "mtbf_switch_h"],
         "cluster": ["gpus_per_node", "nics_per_node", "switch_radix", "mtbf_node_h",
                     "storage_write_gbps", "storage_read_gbps", "staging_gbps", "power_frac", "pue"],
-        "layout": ["n_gpus", "tp", "pp", "cp", "ep", "vpp"],
+        **({"layout": ["n_gpus", "tp", "pp", "cp", "ep", "vpp"]} if layout else {}),
         "training": ["global_batch", "micro_batch", "grad_bytes", "grad_compression", "bucket_mparams"],
         "job": ["tokens"],
     }
@@ -221,8 +262,9 @@ def check(cfg: DictConfig) -> None:
     if gpu.nvlink_domain % cl.gpus_per_node:
         _fail("cluster.gpus_per_node", cl.gpus_per_node,
               f"a divisor of gpu.nvlink_domain={gpu.nvlink_domain} (gpu={gpu.name})")
-    check_layout(m.n_heads, m.n_layers, m.seq_len, m.n_experts, lay.n_gpus, lay.tp, lay.pp,
-                 lay.cp, lay.ep, lay.vpp, tr.global_batch, tr.micro_batch)
+    if layout:
+        check_layout(m.n_heads, m.n_layers, m.seq_len, m.n_experts, lay.n_gpus, lay.tp, lay.pp,
+                     lay.cp, lay.ep, lay.vpp, tr.global_batch, tr.micro_batch)
 
 
 def check_layout(heads, layers, seq_len, experts, n_gpus, tp, pp, cp, ep, vpp, global_batch, micro_batch):
@@ -252,9 +294,10 @@ def _floats(cls, values: dict):
     return cls(**{k: jnp.asarray(float(values[k])) for k in cls._fields})
 
 
-def to_config(cfg: DictConfig) -> Config:
-    """A checked Hydra config as a pytree of float scalars."""
-    check(cfg)
+def to_config(cfg: DictConfig, layout: bool = True) -> Config:
+    """A checked Hydra config as a pytree of float scalars (``layout=False``: the layout
+    group is neither checked nor meaningful, a design space supplies it)."""
+    check(cfg, layout=layout)
     c = OmegaConf.to_container(cfg, resolve=True)
     model = dict(c["model"])
     model["n_kv_heads"] = model["n_kv_heads"] or model["n_heads"]
@@ -269,6 +312,16 @@ def to_config(cfg: DictConfig) -> Config:
         fabric=_floats(FabricSpec, c["fabric"]), cluster=_floats(ClusterSpec, c["cluster"]),
         layout=_floats(Layout, c["layout"]), train=_floats(Training, training), job=_floats(Job, job),
     )
+
+
+def load_option(group: str, name: str) -> DictConfig:
+    """One catalog entry, e.g. ``load_option("gpu", "b200")``, typed by its schema."""
+    schema = {"gpu": GPUConf, "fabric": FabricConf}[group]
+    path = CONF_DIR / group / f"{name}.yaml"
+    if not path.is_file():
+        options = sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+        raise ConfigError(f"{group}={name!r} is not allowed: one of {', '.join(options)}")
+    return OmegaConf.merge(OmegaConf.structured(schema), OmegaConf.load(path))
 
 
 def compose(overrides: list[str] | None = None) -> DictConfig:

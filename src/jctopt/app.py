@@ -11,9 +11,9 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from ._config import CONF_DIR, ConfigError, register_configs
-from .tasks import estimate
+from .tasks import estimate, sweep
 
-TASKS = {"estimate": estimate.main}
+TASKS = {"estimate": estimate.main, "sweep": sweep.main}
 
 register_configs()
 
@@ -34,3 +34,7 @@ def _app(cfg: DictConfig) -> None:
 
 def main() -> None:
     _app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,273 @@
+"""Evaluate a design space chunk by chunk through one compiled ``jit(vmap(estimate))``.
+
+Each chunk is ``chunk_size`` consecutive configurations. The host sends only the chunk's
+offset and its few layout rows; configurations are decoded on the device (mixed radix over
+the inner axes, gathers from small catalog tables), evaluated, and reduced there to a keep
+mask (feasible, top-k, Pareto, best per group) so that only kept rows ever come back. The
+lanes of a chunk are split across every local JAX device with ``shard_map``; several hosts
+split the chunks between them (``chunks_for_process``).
+
+Per-shard reductions return candidates (a superset of the chunk's answer); ``reduce_rows``
+gives the exact answer on the union, so the result does not depend on the device count.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from ._config import PRECISION, RECOMPUTE, ConfigError, load_option
+from ._jct import Estimate, Reason, estimate
+from ._space import INNER_AXES, SPLIT_AXES, Space
+from ._types import Config, FabricSpec, GPUSpec, Layout
+
+KEEP_MODES = ("feasible", "all", "top_k", "pareto", "best_per_group")
+OBJECTIVES = ("cost_usd", "jct_s", "energy_kwh", "energy_usd", "gpu_hours")
+GROUP_AXES = ("n_gpus",) + INNER_AXES
+ROW_BATCH = 4096  # kept rows re-evaluated in full per compiled call (one fixed size)
+
+
+class Tables(NamedTuple):
+    """Catalog values the device decodes configurations from (replicated on every device)."""
+
+    gpu: GPUSpec  # leaves (n_gpu_types,)
+    fabric: FabricSpec  # leaves (n_fabrics,)
+    n_gpus: jax.Array  # (n_counts,)
+    splits: dict  # SPLIT_AXES -> (n_splits,)
+    fp8: jax.Array  # (n_precisions,)
+    recompute: jax.Array
+    zero_stage: jax.Array
+    ckpt_auto: jax.Array  # 1 = Daly optimum
+    ckpt_s: jax.Array
+
+
+class Rows(NamedTuple):
+    """The layout rows one chunk touches, padded to a fixed length."""
+
+    count_idx: jax.Array  # (rows,) int32 index into Tables.n_gpus
+    split_idx: jax.Array  # (rows,) int32 index into Tables.splits
+
+
+def _stack(group: str, names: list[str], cls, dtype) -> NamedTuple:
+    confs = [load_option(group, n) for n in names]
+    return cls(**{f: jnp.asarray([float(c[f]) for c in confs], dtype=dtype) for f in cls._fields})
+
+
+def chunks_for_process(n_chunks: int, process_index: int, process_count: int) -> range:
+    """Chunks one host evaluates when ``process_count`` hosts share a sweep (round robin)."""
+    return range(process_index, n_chunks, process_count)
+
+
+class Engine:
+    """A compiled evaluator for one space and one base configuration."""
+
+    def __init__(self, space: Space, base: Config, *, chunk_size: int = 262144, dtype: str = "float32",
+                 keep: str = "feasible", objective: str = "cost_usd", top_k: int = 100,
+                 group_by: tuple[str, ...] = ("gpu", "fabric", "n_gpus"), max_days: float | None = None,
+                 devices: list | None = None):
+        if keep not in KEEP_MODES:
+            raise ConfigError(f"sweep.keep={keep!r} is not allowed: one of {', '.join(KEEP_MODES)}")
+        if objective not in OBJECTIVES:
+            raise ConfigError(f"sweep.objective={objective!r} is not allowed: one of {', '.join(OBJECTIVES)}")
+        for axis in group_by:
+            if axis not in GROUP_AXES:
+                raise ConfigError(f"sweep.group_by entry {axis!r} is not allowed: one of {', '.join(GROUP_AXES)}")
+        if dtype not in ("float32", "float64"):
+            raise ConfigError(f"sweep.dtype={dtype!r} is not allowed: float32 | float64")
+        self.devices = list(devices or jax.local_devices())
+        n_dev = len(self.devices)
+        if chunk_size <= 0 or chunk_size % n_dev:
+            raise ConfigError(f"sweep.chunk_size={chunk_size} is not allowed: a positive multiple of the "
+                              f"device count ({n_dev})")
+        if not top_k >= 1:
+            raise ConfigError(f"sweep.top_k={top_k} is not allowed: an integer >= 1")
+        if max_days is not None and not max_days > 0:
+            raise ConfigError(f"sweep.max_days={max_days!r} is not allowed: a number of days > 0 or null")
+        # A space smaller than one chunk is evaluated in one right-sized chunk.
+        chunk_size = min(chunk_size, -(-space.size // (256 * n_dev)) * 256 * n_dev)
+        self.space, self.chunk_size, self.keep, self.objective = space, chunk_size, keep, objective
+        self.top_k, self.group_by, self.max_days = top_k, tuple(group_by), max_days
+        self.dtype = jnp.dtype(dtype)
+        self.n_rows = space.rows_per_chunk(chunk_size)
+        self.row_batch = min(ROW_BATCH, chunk_size)
+        f = self.dtype
+        inner = space.inner
+        self.tables = Tables(
+            gpu=_stack("gpu", inner["gpu"], GPUSpec, f),
+            fabric=_stack("fabric", inner["fabric"], FabricSpec, f),
+            n_gpus=jnp.asarray(space.n_gpus, f),
+            splits={k: jnp.asarray(v, f) for k, v in space.splits.items()},
+            fp8=jnp.asarray([PRECISION[p] for p in inner["precision"]], f),
+            recompute=jnp.asarray([RECOMPUTE[r] for r in inner["recompute"]], f),
+            zero_stage=jnp.asarray(inner["zero_stage"], f),
+            ckpt_auto=jnp.asarray([1.0 if math.isnan(c) else 0.0 for c in inner["ckpt_interval_s"]], f),
+            ckpt_s=jnp.asarray([1.0 if math.isnan(c) else c for c in inner["ckpt_interval_s"]], f),
+        )
+        self.base = jax.tree.map(lambda x: jnp.asarray(x, f), base)
+        self.mesh = Mesh(np.array(self.devices), ("d",))
+        replicated = NamedSharding(self.mesh, P())
+        self.tables = jax.device_put(self.tables, replicated)
+        self.base = jax.device_put(self.base, replicated)
+        self._replicated = replicated
+        self.lanes = jax.device_put(jnp.arange(chunk_size, dtype=jnp.int32), NamedSharding(self.mesh, P("d")))
+        self._scan = jax.jit(jax.shard_map(self._scan_shard, mesh=self.mesh,
+                                           in_specs=(P("d"), P(), P(), P(), P(), P()),
+                                           out_specs=(P("d"), P())))
+        self._full = jax.jit(jax.vmap(self._decode_and_estimate, in_axes=(0, None, None, None)))
+
+    # --- device side: one configuration ------------------------------------------------------
+
+    def _decode(self, local, rows: Rows, tables: Tables, base: Config):
+        """Configuration number ``local`` of a chunk (counted from its first layout row)."""
+        row = local // self.space.inner_size
+        rest = local % self.space.inner_size
+        digits = {}
+        for axis, radix in reversed(list(zip(INNER_AXES, self.space.inner_shape))):
+            digits[axis] = rest % radix
+            rest = rest // radix
+        count_i, split_i = rows.count_idx[row], rows.split_idx[row]
+        s = {k: v[split_i] for k, v in tables.splits.items()}
+        n = tables.n_gpus[count_i]
+        dp = n / (s["tp"] * s["pp"] * s["cp"])
+        fixed = self.space.global_batch
+        global_batch = (jnp.asarray(fixed, self.dtype) if fixed is not None
+                        else dp * s["micro_batch"] * s["accum"])
+        gi, fi = digits["gpu"], digits["fabric"]
+        ci = digits["ckpt_interval_s"]
+        cfg = base._replace(
+            gpu=jax.tree.map(lambda a: a[gi], tables.gpu),
+            fabric=jax.tree.map(lambda a: a[fi], tables.fabric),
+            layout=Layout(n_gpus=n, tp=s["tp"], pp=s["pp"], cp=s["cp"], ep=s["ep"], vpp=s["vpp"]),
+            train=base.train._replace(global_batch=global_batch, micro_batch=s["micro_batch"],
+                                      recompute=tables.recompute[digits["recompute"]],
+                                      zero_stage=tables.zero_stage[digits["zero_stage"]],
+                                      fp8=tables.fp8[digits["precision"]]),
+            job=base.job._replace(ckpt_auto=tables.ckpt_auto[ci], ckpt_interval_s=tables.ckpt_s[ci]),
+        )
+        index = dict(digits, n_gpus=count_i, split=split_i)
+        return cfg, index
+
+    def _decode_and_estimate(self, local, rows, tables, base):
+        cfg, index = self._decode(local, rows, tables, base)
+        return index, estimate(cfg)
+
+    # --- device side: one shard of a chunk ---------------------------------------------------
+
+    def _scan_shard(self, lanes, offset, n_valid, rows, tables, base):
+        local = lanes + offset
+        index, est = jax.vmap(self._decode_and_estimate, in_axes=(0, None, None, None))(local, rows, tables, base)
+        valid = lanes < n_valid
+        obj = getattr(est, self.objective)
+        ok = valid & est.feasible
+        if self.max_days is not None:
+            ok &= est.jct_s <= self.max_days * 86400.0
+        obj = jnp.where(ok, obj, jnp.inf)
+        if self.keep == "all":
+            keep = valid
+        elif self.keep == "feasible":
+            keep = ok
+        elif self.keep == "top_k":
+            _, top = jax.lax.top_k(-obj, min(self.top_k, lanes.shape[0]))
+            keep = jnp.zeros_like(ok).at[top].set(ok[top])
+        elif self.keep == "pareto":
+            keep = _pareto_mask(jnp.where(ok, est.jct_s, jnp.inf), obj) & ok
+        else:  # best_per_group
+            gid, n_groups = jnp.zeros_like(lanes), 1
+            for axis in self.group_by:
+                size = len(self.space.n_gpus) if axis == "n_gpus" else len(self.space.inner[axis])
+                gid, n_groups = gid * size + index[axis], n_groups * size
+            best = jax.ops.segment_min(obj, gid, num_segments=n_groups)
+            keep = ok & (obj <= best[gid])
+        reasons = jnp.where(valid, est.reason, len(Reason))
+        counts = jnp.zeros(len(Reason) + 1, jnp.int32).at[reasons].add(1)[: len(Reason)]
+        return keep, jax.lax.psum(counts, "d")
+
+    # --- host side ---------------------------------------------------------------------------
+
+    def chunk_rows(self, chunk: int) -> tuple[int, int, Rows]:
+        """(offset, n_valid, rows) of a chunk: offset is its first configuration's index
+        relative to its first layout row."""
+        start = chunk * self.chunk_size
+        stop = min(start + self.chunk_size, self.space.size)
+        inner = self.space.inner_size
+        first_row = start // inner
+        count_idx, split_idx = self.space.rows(first_row, (stop - 1) // inner + 1)
+        pad = self.n_rows - count_idx.size
+        rows = Rows(np.pad(count_idx, (0, pad), mode="edge"), np.pad(split_idx, (0, pad), mode="edge"))
+        return start - first_row * inner, stop - start, rows
+
+    def dispatch(self, chunk: int):
+        """Start evaluating a chunk (asynchronous); pass the result to ``collect``."""
+        offset, n_valid, rows = self.chunk_rows(chunk)
+        rows_dev = jax.device_put(Rows(*map(jnp.asarray, rows)), self._replicated)
+        keep, counts = self._scan(self.lanes, jnp.int32(offset), jnp.int32(n_valid), rows_dev,
+                                  self.tables, self.base)
+        return chunk, offset, rows_dev, keep, counts
+
+    def collect(self, pending) -> tuple[pd.DataFrame, np.ndarray]:
+        """Kept rows of a dispatched chunk, in full, and its count of configurations per Reason."""
+        chunk, offset, rows_dev, keep, counts = pending
+        lanes = np.flatnonzero(np.asarray(keep))
+        frames = []
+        for lo in range(0, lanes.size, self.row_batch):
+            batch = lanes[lo:lo + self.row_batch]
+            padded = np.pad(batch, (0, self.row_batch - batch.size), mode="edge")
+            index, est = self._full(jnp.asarray(padded + offset, jnp.int32), rows_dev, self.tables, self.base)
+            frames.append(self._frame(chunk * self.chunk_size + batch, index, est, batch.size))
+        df = pd.concat(frames, ignore_index=True) if frames else self._frame(np.zeros(0, np.int64), None, None, 0)
+        return reduce_rows(df, self.keep, self.objective, self.top_k, self.group_by), np.asarray(counts)
+
+    def _frame(self, config_id, index, est: Estimate | None, n: int) -> pd.DataFrame:
+        sp = self.space
+        cols: dict = {"config_id": np.asarray(config_id, np.int64)}
+        if index is None:
+            index = {k: np.zeros(0, np.int64) for k in ("n_gpus", "split") + INNER_AXES}
+            est = Estimate(*([np.zeros(0)] * len(Estimate._fields)))
+        ix = {k: np.asarray(v)[:n] for k, v in index.items()}
+        for axis in ("gpu", "fabric", "precision", "recompute"):
+            cols[axis] = pd.Categorical.from_codes(ix[axis], categories=sp.inner[axis])
+        cols["n_gpus"] = sp.n_gpus[ix["n_gpus"]]
+        for k in SPLIT_AXES:
+            if k != "accum":
+                cols[k] = sp.splits[k][ix["split"]]
+        cols["zero_stage"] = np.asarray(sp.inner["zero_stage"], np.int64)[ix["zero_stage"]]
+        ckpt = np.asarray(sp.inner["ckpt_interval_s"], np.float64)[ix["ckpt_interval_s"]]
+        cols["ckpt_policy"] = pd.Categorical(np.where(np.isnan(ckpt), "daly", "fixed"), categories=["daly", "fixed"])
+        for k, v in est._asdict().items():
+            v = np.asarray(v)[:n]
+            cols[k] = v.astype(np.int64) if k in ("reason", "dp", "n_micro") else (
+                v if v.dtype == bool else v.astype(np.float64))
+        cols["reason"] = pd.Categorical.from_codes(cols["reason"], categories=[r.name for r in Reason])
+        cols["global_batch"] = cols["dp"] * cols["micro_batch"] * cols["n_micro"]
+        return pd.DataFrame(cols)
+
+
+def _pareto_mask(x, y):
+    """Points not dominated in (x, y), both minimised: sort by x (then y), keep a point when
+    its y is below every y before it. Ties in both keep the first."""
+    order = jnp.lexsort((y, x))
+    ys = y[order]
+    before = jnp.concatenate([jnp.full((1,), jnp.inf, ys.dtype), jax.lax.cummin(ys)[:-1]])
+    return jnp.zeros(x.shape, bool).at[order].set(ys < before)
+
+
+def reduce_rows(df: pd.DataFrame, keep: str, objective: str, top_k: int, group_by: tuple[str, ...]) -> pd.DataFrame:
+    """The exact answer of a reduction over candidate rows (idempotent, order independent)."""
+    if df.empty or keep in ("all", "feasible"):
+        return df.sort_values("config_id", ignore_index=True)
+    if keep == "top_k":
+        return df.sort_values([objective, "config_id"]).head(top_k).reset_index(drop=True)
+    if keep == "pareto":
+        df = df.sort_values(["jct_s", objective, "config_id"])
+        y = df[objective].to_numpy()
+        before = np.concatenate([[np.inf], np.minimum.accumulate(y)[:-1]])
+        return df[y < before].reset_index(drop=True)
+    df = df.sort_values([objective, "config_id"])
+    return df.drop_duplicates(list(group_by)).sort_values(list(group_by), ignore_index=True)

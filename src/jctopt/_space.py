@@ -1,0 +1,228 @@
+"""The design space a sweep evaluates, enumerated lazily so it is never held in memory.
+
+A space is the product of two parts:
+
+* **layout rows** ``(n_gpus, tp, pp, cp, ep, vpp, micro_batch[, accum])`` that divide the
+  model (heads, layers, sequence, experts) and the GPU count, with the data-parallel size
+  derived and the global batch either fixed (accumulation solved, rows where it does not
+  divide are left out) or ``dp x micro_batch x accum``;
+* **inner axes** whose every combination is valid: gpu, fabric, precision, recompute, ZeRO
+  stage, checkpoint interval.
+
+Configuration ``i`` is layout row ``i // inner_size`` with inner combination
+``i % inner_size`` (mixed radix, ``INNER_AXES[0]`` slowest). The layout rows of one GPU
+count are recomputed on demand from a small table of per-model-valid splits, so memory is
+O(splits + GPU counts) whatever the size of the space; a chunk of ``S`` consecutive
+configurations needs at most ``S // inner_size + 2`` layout rows.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from ._config import PRECISION, RECOMPUTE, ConfigError, load_option
+
+INNER_AXES = ("gpu", "fabric", "precision", "recompute", "zero_stage", "ckpt_interval_s")
+SPLIT_AXES = ("tp", "pp", "cp", "ep", "vpp", "micro_batch", "accum")
+DIVISOR_OF = {"tp": "n_heads", "pp": "n_layers", "cp": "seq_len", "ep": "n_experts"}
+MAX_SPLITS = 2**26  # per-model split combinations before filtering; beyond this, narrow the space
+OPTIMAL = "optimal"  # checkpoint interval: Daly's optimum for each configuration
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _parse_range(key: str, spec: str) -> list[int]:
+    """``"from:to:step"`` (arithmetic, inclusive) or ``"from:to:xF"`` (geometric)."""
+    parts = spec.split(":")
+    try:
+        lo, hi = int(parts[0]), int(parts[1])
+        geometric = parts[2].startswith("x")
+        step = int(parts[2][1:] if geometric else parts[2])
+        if len(parts) != 3 or lo <= 0 or hi < lo or step <= 0 or (geometric and step == 1):
+            raise ValueError
+    except (ValueError, IndexError):
+        raise ConfigError(f"space.{key}={spec!r} is not allowed: 'from:to:step' or 'from:to:xfactor' "
+                          "with positive integers, from <= to, factor > 1") from None
+    if not geometric:
+        return list(range(lo, hi + 1, step))
+    values = [lo]
+    while values[-1] * step <= hi:
+        values.append(values[-1] * step)
+    return values
+
+
+def int_axis(key: str, spec: Any, model: Mapping[str, int] | None = None) -> np.ndarray:
+    """Sorted unique positive integers from an integer, a list, ``"from:to:step"``,
+    ``"from:to:xfactor"`` or ``"divisors"``; errors name ``space.<key>`` and the value."""
+    if isinstance(spec, ListConfig):
+        spec = OmegaConf.to_container(spec, resolve=True)
+    if spec == "divisors" and key in DIVISOR_OF and model is not None:
+        values = _divisors(int(model[DIVISOR_OF[key]]))
+    elif isinstance(spec, str) and ":" in spec:
+        values = _parse_range(key, spec)
+    elif isinstance(spec, int) and not isinstance(spec, bool):
+        values = [spec]
+    elif isinstance(spec, list):
+        values = spec
+    else:
+        allowed = "an integer, a list of positive integers, 'from:to:step' or 'from:to:xfactor'"
+        if key in DIVISOR_OF:
+            allowed += f" or 'divisors' (of model.{DIVISOR_OF[key]})"
+        raise ConfigError(f"space.{key}={spec!r} is not allowed: {allowed}")
+    if not values or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values):
+        raise ConfigError(f"space.{key}={spec!r} is not allowed: a non-empty set of positive integers")
+    return np.unique(np.asarray(values, dtype=np.int64))
+
+
+def _choices(key: str, values: Any, allowed: Mapping | tuple) -> list:
+    values = list(values)
+    if not values:
+        raise ConfigError(f"space.{key}=[] is not allowed: at least one of {', '.join(map(str, allowed))}")
+    for v in values:
+        if v not in allowed:
+            raise ConfigError(f"space.{key} entry {v!r} is not allowed: one of {', '.join(map(str, allowed))}")
+    if len(set(values)) != len(values):
+        raise ConfigError(f"space.{key}={values!r} is not allowed: entries must be unique")
+    return values
+
+
+def _ckpt_values(values: Any) -> list[float]:
+    """Checkpoint intervals in s; NaN stands for 'optimal' (Daly, per configuration)."""
+    out = []
+    for v in list(values):
+        if v == OPTIMAL:
+            out.append(math.nan)
+        elif isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0:
+            out.append(float(v))
+        else:
+            raise ConfigError(f"space.ckpt_interval_s entry {v!r} is not allowed: '{OPTIMAL}' or seconds > 0")
+    if not out:
+        raise ConfigError(f"space.ckpt_interval_s=[] is not allowed: at least one entry ('{OPTIMAL}' or seconds)")
+    return out
+
+
+@dataclass(frozen=True)
+class Space:
+    """A design space (host side). ``size`` configurations, ``n_rows`` layout rows."""
+
+    name: str
+    n_gpus: np.ndarray  # (n_counts,) int64
+    splits: dict[str, np.ndarray]  # SPLIT_AXES -> (n_splits,) int64, each valid for the model
+    global_batch: int | None  # fixed global batch (sequences) or None: dp x micro_batch x accum
+    inner: dict[str, list]  # INNER_AXES -> values (names, ints, seconds with NaN = optimal)
+    counts: np.ndarray  # (n_counts,) valid splits per GPU count
+    offsets: np.ndarray  # (n_counts + 1,) first layout row of each GPU count
+
+    @property
+    def inner_shape(self) -> tuple[int, ...]:
+        return tuple(len(self.inner[a]) for a in INNER_AXES)
+
+    @property
+    def inner_size(self) -> int:
+        return math.prod(self.inner_shape)
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.offsets[-1])
+
+    @property
+    def size(self) -> int:
+        return self.n_rows * self.inner_size
+
+    def n_chunks(self, chunk_size: int) -> int:
+        return -(-self.size // chunk_size)
+
+    def rows_per_chunk(self, chunk_size: int) -> int:
+        """Most layout rows any chunk of ``chunk_size`` configurations touches."""
+        return chunk_size // self.inner_size + 2
+
+    def _valid(self, n: int) -> np.ndarray:
+        s = self.splits
+        per_replica = s["tp"] * s["pp"] * s["cp"]
+        dp = np.maximum(n // per_replica, 1)  # rows with n < tp pp cp fail the first test
+        ok = (n % per_replica == 0) & ((dp * s["cp"]) % s["ep"] == 0)
+        if self.global_batch is not None:
+            ok &= self.global_batch % (dp * s["micro_batch"]) == 0
+        return ok
+
+    def split_rows(self, count_index: int) -> np.ndarray:
+        """Indices into ``splits`` that are valid with ``n_gpus[count_index]`` GPUs."""
+        return np.flatnonzero(self._valid(int(self.n_gpus[count_index])))
+
+    def rows(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        """Layout rows ``[start, stop)`` as (GPU-count index, split index), int32 arrays."""
+        stop = min(stop, self.n_rows)
+        first = int(np.searchsorted(self.offsets, start, side="right")) - 1
+        counts_idx, split_idx = [], []
+        row = start
+        k = first
+        while row < stop:
+            lo, hi = int(self.offsets[k]), int(self.offsets[k + 1])
+            if hi > row:
+                take = self.split_rows(k)[row - lo:min(stop, hi) - lo]
+                counts_idx.append(np.full(take.size, k, dtype=np.int32))
+                split_idx.append(take.astype(np.int32))
+                row += take.size
+            k += 1
+        if not counts_idx:
+            return np.zeros(0, np.int32), np.zeros(0, np.int32)
+        return np.concatenate(counts_idx), np.concatenate(split_idx)
+
+    def describe(self) -> str:
+        axes = [f"{len(self.n_gpus)} GPU counts"] + [f"{len(v)} {a}" for a, v in self.inner.items()]
+        return (f"space '{self.name}': {self.size:,} configurations = {self.n_rows:,} valid layouts "
+                f"({len(self.splits['tp']):,} model-valid splits x {', '.join(axes)})")
+
+
+def build_space(space: DictConfig, model: DictConfig, global_batch: int, gpus_per_node: int | None = None) -> Space:
+    """The design space of ``space`` (a ``SpaceConf``) for one model."""
+    dims = {"n_heads": model.n_heads, "n_layers": model.n_layers, "seq_len": model.seq_len,
+            "n_experts": model.n_experts}
+    n_gpus = int_axis("n_gpus", space.n_gpus)
+    axes = {k: int_axis(k, space[k], dims) for k in SPLIT_AXES if k != "accum"}
+    fixed = space.accum is None
+    axes["accum"] = np.ones(1, np.int64) if fixed else int_axis("accum", space.accum)
+    n_raw = math.prod(v.size for v in axes.values())
+    if n_raw > MAX_SPLITS:
+        raise ConfigError(f"space: {' x '.join(str(v.size) for v in axes.values())} = {n_raw:,} "
+                          f"split combinations ({', '.join(SPLIT_AXES)}) is more than {MAX_SPLITS:,}; "
+                          "narrow one of these axes")
+    grids = np.meshgrid(*axes.values(), indexing="ij")
+    splits = {k: g.ravel() for k, g in zip(axes, grids)}
+    s = splits
+    # Model divisibility (Megatron: heads over tp, layers over pp x vpp, sequence over cp).
+    ok = ((dims["n_heads"] % s["tp"] == 0) & (dims["n_layers"] % (s["pp"] * s["vpp"]) == 0)
+          & ((s["vpp"] == 1) | (s["pp"] > 1)) & (dims["seq_len"] % s["cp"] == 0)
+          & (dims["n_experts"] % s["ep"] == 0))
+    splits = {k: v[ok] for k, v in splits.items()}
+
+    gpus = _choices("gpu", space.gpu, tuple(space.gpu))
+    fabrics = _choices("fabric", space.fabric, tuple(space.fabric))
+    for name in gpus:
+        g = load_option("gpu", name)  # raises on an unknown name
+        if gpus_per_node is not None and g.nvlink_domain % gpus_per_node:
+            raise ConfigError(f"space.gpu entry {name!r} is not allowed with cluster.gpus_per_node="
+                              f"{gpus_per_node}: its NVLink domain of {g.nvlink_domain} GPUs must be a "
+                              "multiple of the node size (choose a matching cluster, e.g. cluster=nvl72)")
+    for name in fabrics:
+        load_option("fabric", name)
+    inner = {
+        "gpu": gpus,
+        "fabric": fabrics,
+        "precision": _choices("precision", space.precision, tuple(PRECISION)),
+        "recompute": _choices("recompute", space.recompute, tuple(RECOMPUTE)),
+        "zero_stage": _choices("zero_stage", space.zero_stage, (0, 1, 2, 3)),
+        "ckpt_interval_s": _ckpt_values(space.ckpt_interval_s),
+    }
+    proto = Space(space.name, n_gpus, splits, int(global_batch) if fixed else None, inner,
+                  np.zeros(n_gpus.size, np.int64), np.zeros(n_gpus.size + 1, np.int64))
+    counts = np.array([proto._valid(int(n)).sum() for n in n_gpus], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(counts)])
+    return Space(space.name, n_gpus, splits, proto.global_batch, inner, counts, offsets)
