@@ -255,3 +255,26 @@ def test_cli_sweep_kill_and_resume(tmp_path):
 
     n = duckdb.sql(f"select count(*) from read_parquet('{parts}/*.parquet')").fetchall()[0][0]
     assert n == len(resumed) > 0
+
+
+SWEEPS = Path(__file__).resolve().parents[1] / "sweeps"
+
+
+def test_multirun_sweep_file_with_joblib(tmp_path):
+    cmd = [sys.executable, "-m", "jctopt.app", "-m", "--config-dir", str(SWEEPS), "--config-name", "gpu_x_fabric",
+           "gpu=h100_sxm,b200", "fabric=ib_ndr400",  # command-line values replace the file's
+           f"hydra.sweep.dir={tmp_path}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Joblib" in proc.stdout + proc.stderr
+    gpus = {json.loads((tmp_path / str(i) / "estimate.json").read_text())["config"]["gpu"]["name"] for i in (0, 1)}
+    assert gpus == {"h100_sxm", "b200"}
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in SWEEPS.glob("*.yaml")))
+def test_sweep_files_compose_with_the_slurm_launcher(name):
+    cmd = [sys.executable, "-m", "jctopt.app", "--config-dir", str(SWEEPS), "--config-name", name,
+           "hydra/launcher=slurm", "--cfg", "hydra"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "hydra_plugins.hydra_submitit_launcher" in proc.stdout and "params:" in proc.stdout

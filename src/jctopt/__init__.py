@@ -4,7 +4,16 @@ x64 is enabled on import: counts such as 12 L h^2 or 16k GPUs x 10^12 FLOP/s sta
 and the model itself is dtype-generic (float32 inputs give float32 results).
 """
 
-import jax
+import os
+
+# One XLA host device per available core, so that CPU sweeps shard their chunks over every
+# core (XLA runs each host device's program on one core). GPUs are unaffected. Set before
+# JAX creates its backends; a user's own XLA_FLAGS setting wins.
+if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+    _cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={_cores}").strip()
+
+import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
@@ -20,10 +29,13 @@ from ._types import (  # noqa: E402
     ModelSpec,
     Training,
 )
+from ._engine import Engine  # noqa: E402
+from ._space import Space, build_space  # noqa: E402
 from .tasks.estimate import run_estimate  # noqa: E402
+from .tasks.sweep import run_sweep  # noqa: E402
 
 __all__ = [
-    "ClusterSpec", "Config", "ConfigError", "Estimate", "FabricSpec", "GPUSpec", "Job", "Layout",
-    "ModelSpec", "Reason", "Training", "check", "compose", "estimate", "estimate_batch",
-    "run_estimate", "to_config",
+    "ClusterSpec", "Config", "ConfigError", "Engine", "Estimate", "FabricSpec", "GPUSpec", "Job", "Layout",
+    "ModelSpec", "Reason", "Space", "Training", "build_space", "check", "compose", "estimate",
+    "estimate_batch", "run_estimate", "run_sweep", "to_config",
 ]

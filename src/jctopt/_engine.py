@@ -83,15 +83,14 @@ class Engine:
             raise ConfigError(f"sweep.dtype={dtype!r} is not allowed: float32 | float64")
         self.devices = list(devices or jax.local_devices())
         n_dev = len(self.devices)
-        if chunk_size <= 0 or chunk_size % n_dev:
-            raise ConfigError(f"sweep.chunk_size={chunk_size} is not allowed: a positive multiple of the "
-                              f"device count ({n_dev})")
+        if chunk_size <= 0:
+            raise ConfigError(f"sweep.chunk_size={chunk_size} is not allowed: a positive number of configurations")
         if not top_k >= 1:
             raise ConfigError(f"sweep.top_k={top_k} is not allowed: an integer >= 1")
         if max_days is not None and not max_days > 0:
             raise ConfigError(f"sweep.max_days={max_days!r} is not allowed: a number of days > 0 or null")
-        # A space smaller than one chunk is evaluated in one right-sized chunk.
-        chunk_size = min(chunk_size, -(-space.size // (256 * n_dev)) * 256 * n_dev)
+        # Whole lanes per device; a space smaller than one chunk is evaluated in one right-sized chunk.
+        chunk_size = min(-(-chunk_size // n_dev) * n_dev, -(-space.size // (256 * n_dev)) * 256 * n_dev)
         self.space, self.chunk_size, self.keep, self.objective = space, chunk_size, keep, objective
         self.top_k, self.group_by, self.max_days = top_k, tuple(group_by), max_days
         self.dtype = jnp.dtype(dtype)
@@ -210,6 +209,17 @@ class Engine:
         keep, counts = self._scan(self.lanes, jnp.int32(offset), jnp.int32(n_valid), rows_dev,
                                   self.tables, self.base)
         return chunk, offset, rows_dev, keep, counts
+
+    def run(self, chunks):
+        """Yield ``(chunk, rows, counts)`` for each chunk, the next one computing while the
+        host collects this one."""
+        chunks = list(chunks)
+        pending = self.dispatch(chunks[0]) if chunks else None
+        for i, chunk in enumerate(chunks):
+            following = self.dispatch(chunks[i + 1]) if i + 1 < len(chunks) else None
+            rows, counts = self.collect(pending)
+            pending = following
+            yield chunk, rows, counts
 
     def collect(self, pending) -> tuple[pd.DataFrame, np.ndarray]:
         """Kept rows of a dispatched chunk, in full, and its count of configurations per Reason."""

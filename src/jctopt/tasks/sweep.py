@@ -31,7 +31,7 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from .._config import to_config
+from .._config import ConfigError, to_config
 from .._engine import Engine, chunks_for_process, reduce_rows
 from .._jct import Reason
 from .._space import Space, build_space
@@ -171,8 +171,14 @@ def run_sweep(cfg: DictConfig, out: Path, *, process: tuple[int, int] = (0, 1), 
     manifest = {"fingerprint": fp, "status": "running", "space": space.describe(), "n_configs": space.size,
                 "chunk_size": engine.chunk_size, "n_chunks": n_chunks, "keep": sw.keep,
                 "objective": sw.objective, "devices": [str(x) for x in engine.devices]}
-    if d.manifest.exists() and json.loads(d.manifest.read_text()).get("fingerprint") != fp:
-        raise FileExistsError(f"{d.root} holds a sweep of another configuration; choose another sweep.out")
+    if d.manifest.exists():
+        before = json.loads(d.manifest.read_text())
+        if before.get("fingerprint") != fp:
+            raise FileExistsError(f"{d.root} holds a sweep of another configuration; choose another sweep.out")
+        if before.get("chunk_size") != engine.chunk_size:
+            raise ConfigError(f"sweep.chunk_size={sw.chunk_size} gives {engine.chunk_size} configurations per chunk "
+                              f"on {len(engine.devices)} devices, but {d.root} was swept with "
+                              f"{before.get('chunk_size')}: resume with a chunk size that gives the same")
     done = d.done()
     todo = [c for c in chunks_for_process(n_chunks, *process) if c not in done]
     if process[0] == 0:
@@ -194,13 +200,9 @@ def run_sweep(cfg: DictConfig, out: Path, *, process: tuple[int, int] = (0, 1), 
         with progress:
             total = sum(min(engine.chunk_size, space.size - c * engine.chunk_size) for c in todo)
             task = progress.add_task("sweep", total=total, rate="")
-            pending = engine.dispatch(todo[0]) if todo else None
-            for i, chunk in enumerate(todo):
+            for i, (chunk, rows, counts) in enumerate(engine.run(todo)):
                 if stop_after is not None and i >= stop_after:
                     raise KeyboardInterrupt
-                following = engine.dispatch(todo[i + 1]) if i + 1 < len(todo) else None
-                rows, counts = engine.collect(pending)
-                pending = following
                 table = _table(rows, {**meta, "jctopt.reason_counts": json.dumps(counts.tolist()),
                                       "jctopt.chunk": str(chunk)})
                 _write_atomic(table, d.part(chunk))

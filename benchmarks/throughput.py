@@ -1,0 +1,120 @@
+"""Sweep throughput: configurations evaluated per second by the full model.
+
+    python benchmarks/throughput.py [--runs 3] [--chunk-size 262144] [--dtype float32]
+
+Evaluates every configuration of a >= 10^7-point design space (GPT-3 175B on 64..16,384
+GPUs: every catalog GPU and fabric, Megatron splits, micro-batch, recompute, ZeRO, precision,
+checkpoint policy) exactly as ``jctopt task=sweep sweep.keep=top_k`` does: memory
+feasibility, communication, bubbles, stragglers, failures and checkpoints, cost; reduced on
+the device to the best configurations, whose rows are then re-evaluated in full on the host
+side. Parquet writing is left out (it depends on how much is kept, not on the model).
+
+Also timed in the same run: the same model per configuration without vmap (one jitted call
+each, the way a scalar tool works), and the exhaustive search for the cheapest layout of
+GPT-3 175B on exactly 1024 GPUs. The last line printed is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import sys
+import time
+
+import jax
+import numpy as np
+
+import jctopt
+from jctopt.tasks.sweep import build
+
+# >= 10^7 configurations: GPT-3 175B (Brown et al. 2020), batch 1536 (Narayanan et al. 2021).
+SPACE = ["model=gpt3_175b", "space=wide", "space.n_gpus=64:16384:32", "space.zero_stage=[0,1,2,3]"]
+# Every layout of GPT-3 175B on 1024 GPUs, accumulation free (global batch = dp x mb x accum).
+SEARCH_1024 = ["model=gpt3_175b", "space=wide", "space.n_gpus=[1024]", "space.tp=divisors", "space.cp=[1,2,4,8]",
+               "space.vpp=[1,2,3,4,6,8]", "space.micro_batch=[1,2,4,8]", "space.accum=1:16:1",
+               "space.ckpt_interval_s=[optimal]"]
+
+
+def _sweep_rate(engine) -> tuple[float, int]:
+    """Seconds and configurations for one pass over the whole space."""
+    t0 = time.perf_counter()
+    n = 0
+    for _, _, counts in engine.run(range(engine.space.n_chunks(engine.chunk_size))):
+        n += int(counts.sum())
+    return time.perf_counter() - t0, n
+
+
+def _scalar_rate(engine, n: int = 2000) -> float:
+    """Configurations per second, one jitted call per configuration (no vmap)."""
+    _, _, rows = engine.chunk_rows(0)
+    rows = jax.tree.map(jax.numpy.asarray, rows)
+    lanes = jax.numpy.arange(n, dtype=jax.numpy.int32)
+    configs = jax.jit(jax.vmap(lambda i: engine._decode(i, rows, engine.tables, engine.base)[0]))(lanes)
+    configs = [jax.tree.map(lambda x, i=i: x[i], configs) for i in range(n)]
+    one = jax.jit(jctopt.estimate)
+    jax.block_until_ready(one(configs[0]))
+    t0 = time.perf_counter()
+    for c in configs:
+        jax.block_until_ready(one(c).jct_s)
+    return n / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--chunk-size", type=int, default=262144)
+    ap.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    args = ap.parse_args()
+    common = [f"sweep.chunk_size={args.chunk_size}", f"sweep.dtype={args.dtype}", "sweep.keep=top_k",
+              "sweep.top_k=10"]
+
+    t0 = time.perf_counter()
+    space, engine = build(jctopt.compose(SPACE + common))
+    list(engine.run([0]))  # compile both kernels
+    compile_s = time.perf_counter() - t0
+    assert space.size >= 10**7, space.size
+    print(space.describe(), file=sys.stderr)
+    rates, n_configs = [], 0
+    for run in range(args.runs):
+        seconds, n_configs = _sweep_rate(engine)
+        rates.append(n_configs / seconds)
+        print(f"run {run}: {n_configs:,} configurations in {seconds:.2f} s = {rates[-1]:,.0f}/s", file=sys.stderr)
+    scalar = _scalar_rate(engine)
+
+    space_1024, engine_1024 = build(jctopt.compose(SEARCH_1024 + common))
+    t0 = time.perf_counter()
+    best = None
+    for _, rows, _ in engine_1024.run(range(space_1024.n_chunks(engine_1024.chunk_size))):
+        if len(rows) and (best is None or rows.cost_usd.iloc[0] < best.cost_usd):
+            best = rows.iloc[0]
+    search_s = time.perf_counter() - t0  # compilation included
+    print(f"GPT-3 175B on 1024 GPUs: {space_1024.size:,} candidates searched in {search_s:.1f} s; cheapest: "
+          f"{best.gpu} + {best.fabric}, TP {best.tp} PP {best.pp} CP {best.cp} DP {best.dp} vpp {best.vpp}, "
+          f"mb {best.micro_batch} x {best.n_micro}, {best.jct_s / 86400:.1f} days, ${best.cost_usd:,.0f}",
+          file=sys.stderr)
+
+    device = jax.devices()[0]
+    median = statistics.median(rates)
+    print(json.dumps({
+        "configs_per_s": round(median),
+        "n_configs": n_configs,
+        "device": f"{device.platform}:{device.device_kind}",
+        "n_devices": len(engine.devices),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "compile_s": round(compile_s, 2),
+        "runs_configs_per_s": [round(r) for r in rates],
+        "dtype": args.dtype,
+        "chunk_size": engine.chunk_size,
+        "scalar_configs_per_s": round(scalar),
+        "speedup_vs_scalar": round(median / scalar),
+        "search_1024_gpus_candidates": space_1024.size,
+        "search_1024_gpus_s": round(search_s, 2),
+        "jax": jax.__version__,
+        "numpy": np.__version__,
+    }))
+
+
+if __name__ == "__main__":
+    main()
