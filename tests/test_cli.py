@@ -33,6 +33,6 @@ def test_help_and_cfg_job(tmp_path):
 
 @pytest.mark.parametrize("override,needle", [("layout.tp=7", "layout.tp=7"), ("task.name=nope", "task='nope'")])
 def test_bad_values_stop_with_a_message(tmp_path, override, needle):
-    out = _run(override, f"hydra.run.dir={tmp_path}/run", cwd=tmp_path)
+    out = _run("task=estimate", override, f"hydra.run.dir={tmp_path}/run", cwd=tmp_path)
     assert out.returncode != 0
     assert needle in out.stderr

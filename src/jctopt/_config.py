@@ -175,6 +175,24 @@ class SweepConf:
 
 
 @dataclass
+class ProcureConf:
+    gpus: list[str] = field(default_factory=lambda: ["h100_sxm", "b200"])  # GPU types compared
+
+
+@dataclass
+class DeadlineConf:
+    # When nothing meets the deadline, search again with up to this many times the largest GPU
+    # count, every catalog GPU type and fabric, to say what it would take.
+    scale_up: list[int] = field(default_factory=lambda: [2, 4, 8])
+
+
+@dataclass
+class SyncwallConf:
+    n_gpus: Any = "8:16384:x2"  # GPU counts on the curve (same forms as space.n_gpus)
+    min_marginal_eff: float = 0.5  # flag the count where adding GPUs returns less than this
+
+
+@dataclass
 class AppConf:
     task: Any = MISSING
     model: ModelConf = field(default_factory=ModelConf)
@@ -186,6 +204,9 @@ class AppConf:
     job: JobConf = field(default_factory=JobConf)
     space: SpaceConf = field(default_factory=SpaceConf)
     sweep: SweepConf = field(default_factory=SweepConf)
+    procure: ProcureConf = field(default_factory=ProcureConf)
+    deadline: DeadlineConf = field(default_factory=DeadlineConf)
+    syncwall: SyncwallConf = field(default_factory=SyncwallConf)
 
 
 def register_configs() -> None:

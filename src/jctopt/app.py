@@ -11,16 +11,17 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from ._config import CONF_DIR, ConfigError, register_configs
-from .tasks import estimate, sweep
+from .tasks import deadline, estimate, procure, sweep, syncwall
 
-TASKS = {"estimate": estimate.main, "sweep": sweep.main}
+TASKS = {"deadline": deadline.main, "estimate": estimate.main, "procure": procure.main, "sweep": sweep.main, "syncwall": syncwall.main}
 
 register_configs()
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
 def _app(cfg: DictConfig) -> None:
-    logging.getLogger("jax").setLevel(logging.WARNING)  # backend probing chatter
+    for noisy in ("jax", "matplotlib"):  # backend probing, font cache chatter
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     name = cfg.task.name
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     try:

@@ -1,0 +1,106 @@
+"""`jctopt task=deadline`: the cheapest configuration whose expected JCT (failures included)
+meets ``job.deadline_days``, and the cost-time Pareto frontier of the design space.
+
+Exact over the grid from one pass: the cheapest configuration under any deadline lies on the
+(JCT, cost) frontier (whatever dominates it also meets the deadline and costs no more), so
+the frontier is computed once and the answer is its cheapest point left of the deadline.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from omegaconf import DictConfig
+from rich.console import Console
+
+from ._search import catalog, configured, json_row, layout_label, pyplot, save_plot, search
+from .._space import int_axis
+
+
+def frontier(cfg: DictConfig) -> pd.DataFrame:
+    """The cost-time Pareto frontier of ``cfg.space``, fastest first, with ``days`` and
+    ``meets_deadline`` columns."""
+    front = search(cfg, "pareto", "cost_usd").sort_values("jct_s", ignore_index=True)
+    front["days"] = front.jct_s / 86400.0
+    front["meets_deadline"] = front.days <= float(cfg.job.deadline_days)
+    return front
+
+
+def cheapest(front: pd.DataFrame) -> pd.Series | None:
+    ok = front[front.meets_deadline]
+    return None if ok.empty else ok.sort_values(["cost_usd", "jct_s"]).iloc[0]
+
+
+def what_it_would_take(cfg: DictConfig) -> pd.Series | None:
+    """The cheapest configuration meeting the deadline when the space grows: every catalog
+    GPU type and fabric, and up to ``max(deadline.scale_up)`` x the largest GPU count."""
+    counts = int_axis("n_gpus", cfg.space.n_gpus)
+    bigger = sorted(set(counts.tolist()) | {int(counts.max()) * k for k in cfg.deadline.scale_up})
+    wide = configured(cfg, space__gpu=catalog("gpu", cfg.cluster.gpus_per_node), space__fabric=catalog("fabric"),
+                      space__n_gpus=bigger)
+    best = search(wide, "top_k", "cost_usd", top_k=1, max_days=float(cfg.job.deadline_days))
+    return None if best.empty else best.iloc[0]
+
+
+def run_deadline(cfg: DictConfig) -> tuple[pd.DataFrame, dict]:
+    """(frontier, answer): ``answer["best"]`` is the cheapest configuration meeting the deadline,
+    or None with ``answer["fastest"]`` and ``answer["would_take"]`` when nothing does."""
+    front = frontier(cfg)
+    best = cheapest(front)
+    answer = {"deadline_days": float(cfg.job.deadline_days), "best": None if best is None else json_row(best)}
+    if best is None:
+        answer["fastest"] = json_row(front.iloc[0]) if not front.empty else None
+        alt = what_it_would_take(cfg)
+        answer["would_take"] = None if alt is None else json_row(alt)
+    return front, answer
+
+
+def describe(r: dict) -> str:
+    row = pd.Series(r)
+    return (f"{r['n_gpus']} x {r['gpu']} + {r['fabric']}, {layout_label(row)}, {r['recompute']} recompute, "
+            f"ZeRO {r['zero_stage']}, {r['precision']}: {r['jct_s'] / 86400:.1f} days, ${r['cost_usd']:,.0f}")
+
+
+def plot(front: pd.DataFrame, answer: dict, path: Path) -> Path:
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for gpu, part in front.groupby("gpu", observed=True):
+        ax.plot(part.days, part.cost_usd / 1e6, "o", ms=4, label=str(gpu))
+    ax.step(front.days, front.cost_usd / 1e6, where="post", color="0.6", lw=0.8, zorder=0)
+    ax.axvline(answer["deadline_days"], color="tab:red", ls="--", label=f"deadline {answer['deadline_days']:g} d")
+    if answer["best"]:
+        b = answer["best"]
+        ax.plot([b["jct_s"] / 86400], [b["cost_usd"] / 1e6], "*", ms=16, color="gold", mec="k",
+                label=f"cheapest meeting it: {b['n_gpus']} x {b['gpu']}")
+    ax.set_xlabel("expected JCT, failures included (days)")
+    ax.set_ylabel("cost (M$)")
+    ax.set_title("cost-time frontier")
+    ax.legend(fontsize=8)
+    return save_plot(fig, path)
+
+
+def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
+    console = Console()
+    front, answer = run_deadline(cfg)
+    d = answer["deadline_days"]
+    console.print(f"[bold]{cfg.model.name}[/bold], {cfg.job.tokens:.3g} tokens, deadline {d:g} days, "
+                  f"space '{cfg.space.name}': {len(front)} configurations on the cost-time frontier")
+    if answer["best"]:
+        console.print(f"cheapest meeting the deadline: {describe(answer['best'])}")
+    else:
+        console.print(f"[red]nothing in the space meets {d:g} days[/red]")
+        if answer.get("fastest"):
+            console.print(f"fastest in the space: {describe(answer['fastest'])}")
+        if answer.get("would_take"):
+            console.print(f"what it would take (every GPU type and fabric, up to "
+                          f"{max(cfg.deadline.scale_up)}x the GPUs): {describe(answer['would_take'])}")
+        else:
+            console.print("even every catalog GPU and fabric with more GPUs does not meet it")
+    front.to_parquet(run_dir / "frontier.parquet", index=False)
+    (run_dir / "best.json").write_text(json.dumps(answer, indent=2))
+    plot(front, answer, run_dir / "frontier.png")
+    console.print(f"wrote {run_dir / 'frontier.parquet'}, best.json, frontier.png")
+    return front

@@ -1,0 +1,143 @@
+"""`jctopt task=procure` (the default job): which GPU type is the better buy for one job.
+
+For each type in ``procure.gpus``, the cheapest configuration of the design space that meets
+``job.deadline_days`` (exact over the grid), its days, cost, GPU count and energy; and the
+price at which the answer flips. Within one GPU type the cost is GPU-hours x price, so the
+cheapest configuration of a type does not depend on its price, and the flip is exact: type
+``o`` matches the winner ``w`` when ``price_o = cost_w / gpu_hours_o``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from omegaconf import DictConfig
+from rich.console import Console
+from rich.table import Table
+
+from .._config import ConfigError, load_option
+from ._search import LAYOUT_COLUMNS, configured, json_row, layout_label, pyplot, save_plot, search
+
+OUTPUT_COLUMNS = ["jct_s", "days", "cost_usd", "gpu_hours", "price_per_gpu_hour", "energy_kwh", "energy_usd",
+                  "mfu", "efficiency", "n_failures"]
+
+
+def run_procure(cfg: DictConfig) -> pd.DataFrame:
+    """One row per GPU type: its cheapest configuration meeting the deadline (or, where none
+    does, its fastest, with ``meets_deadline`` False), and the break-even price."""
+    gpus = list(cfg.procure.gpus)
+    if len(gpus) < 1 or len(set(gpus)) != len(gpus):
+        raise ConfigError(f"procure.gpus={gpus!r} is not allowed: one or more distinct catalog GPU names")
+    c = configured(cfg, space__gpu=gpus)
+    deadline = float(cfg.job.deadline_days)
+    cheapest = search(c, "best_per_group", "cost_usd", group_by=("gpu",), max_days=deadline)
+    fastest = search(c, "best_per_group", "jct_s", group_by=("gpu",))
+    rows = []
+    for gpu in gpus:
+        hit = cheapest[cheapest.gpu == gpu]
+        meets = not hit.empty
+        pick = hit if meets else fastest[fastest.gpu == gpu]
+        if pick.empty:
+            rows.append({"gpu": gpu, "meets_deadline": False, "price_per_gpu_hour": load_option("gpu", gpu).price_per_gpu_hour})
+            continue
+        r = pick.iloc[0].to_dict()
+        r.update(meets_deadline=meets, days=r["jct_s"] / 86400.0,
+                 price_per_gpu_hour=r["cost_usd"] / r["gpu_hours"])
+        rows.append(r)
+    df = pd.DataFrame(rows)
+    df["gpu"] = df["gpu"].astype(str)
+    for col in ("fabric", "recompute", "precision", "ckpt_policy", "reason"):
+        if col in df:
+            df[col] = df[col].astype(str)
+    ok = df[df.meets_deadline]
+    df["winner"] = False
+    df["break_even_price_per_gpu_hour"] = np.nan
+    if not ok.empty:
+        w = ok.cost_usd.idxmin()
+        df.loc[w, "winner"] = True
+        others = ok.drop(index=w)
+        # The winner keeps winning while its price stays below the runner-up's cost / its hours.
+        if not others.empty:
+            df.loc[w, "break_even_price_per_gpu_hour"] = others.cost_usd.min() / df.loc[w, "gpu_hours"]
+        for i in others.index:
+            df.loc[i, "break_even_price_per_gpu_hour"] = df.loc[w, "cost_usd"] / df.loc[i, "gpu_hours"]
+    df["price_ratio_flip"] = df.break_even_price_per_gpu_hour / df.price_per_gpu_hour
+    keep = ["gpu", "meets_deadline", "winner"] + [c for c in LAYOUT_COLUMNS if c in df and c != "gpu"] + \
+        [c for c in OUTPUT_COLUMNS if c in df] + ["break_even_price_per_gpu_hour", "price_ratio_flip"]
+    return df[keep]
+
+
+def verdict(df: pd.DataFrame, deadline_days: float) -> str:
+    ok = df[df.meets_deadline]
+    if ok.empty:
+        return (f"no GPU type meets the {deadline_days:g}-day deadline within the space; see "
+                "`jctopt task=deadline` for what it would take")
+    w = df[df.winner].iloc[0]
+    text = f"{w.gpu} is the cheaper buy: ${w.cost_usd:,.0f} in {w.days:.1f} days on {w.n_gpus} GPUs."
+    for _, o in ok[~ok.winner].iterrows():
+        text += (f" {o.gpu} (${o.cost_usd:,.0f}, {o.days:.1f} days) would win at a price below "
+                 f"${o.break_even_price_per_gpu_hour:.2f}/GPU-h (now ${o.price_per_gpu_hour:.2f}, "
+                 f"{o.price_ratio_flip:.0%} of its price).")
+    for _, o in df[~df.meets_deadline].iterrows():
+        text += f" {o.gpu} cannot meet the deadline within the space"
+        text += f" (fastest {o.days:.1f} days)." if "days" in o and np.isfinite(o.days) else "."
+    return text
+
+
+def plot(df: pd.DataFrame, deadline_days: float, path: Path) -> Path:
+    plt = pyplot()
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    has = df[np.isfinite(df.get("cost_usd", pd.Series(dtype=float)))] if "cost_usd" in df else df.iloc[:0]
+    colors = ["tab:green" if m else "tab:gray" for m in has.meets_deadline]
+    ax1.bar(has.gpu, has.cost_usd / 1e6, color=colors)
+    for i, (_, r) in enumerate(has.iterrows()):
+        ax1.annotate(f"{r.days:.1f} d\n{r.n_gpus} GPUs", (i, r.cost_usd / 1e6), ha="center", va="bottom", fontsize=8)
+    ax1.set_ylabel("cost (M$)")
+    ax1.margins(y=0.25)
+    ax1.set_title(f"cheapest configuration meeting {deadline_days:g} days\n(grey: misses it; fastest shown)")
+    ok = df[df.meets_deadline]
+    if len(ok) > 1:
+        w = ok[ok.winner].iloc[0]
+        scale = np.linspace(0.0, 2.0, 101)
+        ax2.axhline(w.cost_usd / 1e6, color="tab:green", label=f"{w.gpu} at its price")
+        for _, o in ok[~ok.winner].iterrows():
+            ax2.plot(scale, o.cost_usd * scale / 1e6, label=f"{o.gpu}")
+            ax2.axvline(o.price_ratio_flip, ls="--", color="tab:red")
+            ax2.annotate(f"flip at {o.price_ratio_flip:.0%}", (o.price_ratio_flip, w.cost_usd / 1e6),
+                         textcoords="offset points", xytext=(4, 6), fontsize=8)
+        ax2.axvline(1.0, ls=":", color="k", label="today's prices")
+        ax2.set_xlabel("price of the other type, relative to today")
+        ax2.set_ylabel("cost (M$)")
+        ax2.set_title("where the answer flips")
+        ax2.legend(fontsize=8)
+    else:
+        ax2.axis("off")
+    return save_plot(fig, path)
+
+
+def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
+    console = Console()
+    df = run_procure(cfg)
+    deadline = float(cfg.job.deadline_days)
+    console.print(f"[bold]{cfg.model.name}[/bold], {cfg.job.tokens:.3g} tokens, deadline {deadline:g} days, "
+                  f"space '{cfg.space.name}' ({', '.join(map(str, cfg.procure.gpus))})")
+    table = Table(title="cheapest configuration per GPU type (* = the better buy)")
+    for col in ("gpu", "meets", "GPUs", "layout", "days", "cost $", "$/GPU-h", "energy MWh ($)", "MFU"):
+        table.add_column(col, justify="right")
+    for _, r in df.iterrows():
+        if not np.isfinite(r.get("days", np.nan)):
+            table.add_row(r.gpu, "no", *["-"] * 7)
+            continue
+        table.add_row(r.gpu + (" *" if r.winner else ""), "yes" if r.meets_deadline else "no", str(r.n_gpus),
+                      f"{r.fabric} {layout_label(r)}", f"{r.days:.1f}", f"{r.cost_usd:,.0f}",
+                      f"{r.price_per_gpu_hour:.2f}", f"{r.energy_kwh / 1e3:,.0f} ({r.energy_usd:,.0f})", f"{r.mfu:.0%}")
+    console.print(table)
+    console.print(verdict(df, deadline))
+    df.to_parquet(run_dir / "procure.parquet", index=False)
+    plot(df, deadline, run_dir / "procure.png")
+    (run_dir / "procure.json").write_text(json.dumps([json_row(r) for _, r in df.iterrows()], indent=2))
+    console.print(f"wrote {run_dir / 'procure.parquet'}, procure.png")
+    return df
