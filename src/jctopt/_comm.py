@@ -90,9 +90,11 @@ def all_reduce(nbytes, size, stride, g: GPUSpec, f: FabricSpec, c: ClusterSpec):
     tree_latency = 2.0 * (jnp.log2(jnp.maximum(n_dom, 1.0)) * a_net + (n_local - 1.0) * a_nv)
     tree = jnp.where(multi, tree_latency + 2.0 * nbytes / beta, jnp.inf)
 
-    b_nvls = 2.0 * 1e9 * g.nvlink_gbps * g.nvls_eff
+    has_nvls = (g.nvls > 0) & (g.nvls_eff > 0)
+    # Safe stand-in where there is no NVLS (nvls_eff = 0), so gradients stay finite.
+    b_nvls = 2.0 * 1e9 * g.nvlink_gbps * jnp.where(has_nvls, g.nvls_eff, 1.0)
     nvls_time = 2.0 * (n - 1.0) * a_nv + 2.0 * (n - 1.0) / n * nbytes / b_nvls
-    nvls = jnp.where((g.nvls > 0) & ~multi & (n > 1.0), nvls_time, jnp.inf)
+    nvls = jnp.where(has_nvls & ~multi & (n > 1.0), nvls_time, jnp.inf)
 
     # The intra-domain reduce-scatter/all-gather and the network phase pipeline (chunked),
     # so the slower of the two sets the bandwidth term.

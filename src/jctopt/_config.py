@@ -193,6 +193,12 @@ class SyncwallConf:
 
 
 @dataclass
+class GradientConf:
+    comm_share: float = 0.2  # threshold: NIC bandwidth that keeps exposed communication at this share
+    n_gpus_max: float = 1.0e6  # upper end of the relaxed GPU count
+
+
+@dataclass
 class AppConf:
     task: Any = MISSING
     model: ModelConf = field(default_factory=ModelConf)
@@ -207,6 +213,7 @@ class AppConf:
     procure: ProcureConf = field(default_factory=ProcureConf)
     deadline: DeadlineConf = field(default_factory=DeadlineConf)
     syncwall: SyncwallConf = field(default_factory=SyncwallConf)
+    gradient: GradientConf = field(default_factory=GradientConf)
 
 
 def register_configs() -> None:

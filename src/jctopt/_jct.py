@@ -105,10 +105,14 @@ def overlap(comm_s, window_s, eta):
     return comm_s - eta * jnp.minimum(window_s, comm_s)
 
 
-def layout_checks(cfg: Config):
+def layout_checks(cfg: Config, relaxed: bool = False):
+    """(ok, dp, n_micro). ``relaxed``: GPU count and batch may be fractional (for gradient
+    search over a continuous relaxation); only dp >= 1 and n_micro >= 1 are required."""
     m, lay, t = cfg.model, cfg.layout, cfg.train
     dp = lay.n_gpus / (lay.tp * lay.pp * lay.cp)
     n_micro = t.global_batch / (dp * t.micro_batch)
+    if relaxed:
+        return (dp >= 1.0) & (n_micro >= 1.0), dp, n_micro
     ok = (_is_int(dp) & (dp >= 1.0) & _is_int(n_micro) & (n_micro >= 1.0)
           & _is_int(m.n_heads / lay.tp) & _is_int(m.n_layers / (lay.pp * lay.vpp))
           & _is_int(t.seq_len / lay.cp) & _is_int(m.n_experts / lay.ep) & _is_int(dp * lay.cp / lay.ep)
@@ -116,10 +120,13 @@ def layout_checks(cfg: Config):
     return ok, dp, n_micro
 
 
-def estimate(cfg: Config) -> Estimate:
-    """Expected job completion time and its breakdown for one configuration."""
+def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
+    """Expected job completion time and its breakdown for one configuration.
+
+    ``relaxed=True`` treats the GPU count, dp and the number of micro-batches as continuous
+    (no divisibility checks), for gradient search; round the result to a valid layout."""
     m, g, f, c, lay, t, job = cfg
-    layout_ok, dp_raw, n_micro_raw = layout_checks(cfg)
+    layout_ok, dp_raw, n_micro_raw = layout_checks(cfg, relaxed)
     # Safe stand-ins keep every intermediate finite on masked rows (double-where trick).
     dp = jnp.where(layout_ok, dp_raw, 1.0)
     n_micro = jnp.where(layout_ok, n_micro_raw, 1.0)
