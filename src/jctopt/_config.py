@@ -199,6 +199,19 @@ class GradientConf:
 
 
 @dataclass
+class OptimizeConf:
+    mode: str = "single"  # single: cost under the deadline (TPE) | multi: cost and days (NSGA-II)
+    n_trials: int = 1000  # the study's total; a resumed study runs only the missing ones
+    batch_size: int = 256  # trials asked, evaluated in one jitted call, and told together
+    startup_trials: int = 256  # TPE: random trials before the model of good/bad regions
+    seed: int = 0
+    worker: int = 0  # give each worker process sharing a study its own index (seed + 1000 x worker)
+    storage: str = "sqlite:///outputs/optimize/optuna.db"  # any RDB URL, or journal:PATH for many workers
+    study_name: Optional[str] = None  # None: model, mode and a hash of the problem definition
+    progress: bool = True
+
+
+@dataclass
 class AppConf:
     task: Any = MISSING
     model: ModelConf = field(default_factory=ModelConf)
@@ -214,6 +227,7 @@ class AppConf:
     deadline: DeadlineConf = field(default_factory=DeadlineConf)
     syncwall: SyncwallConf = field(default_factory=SyncwallConf)
     gradient: GradientConf = field(default_factory=GradientConf)
+    optimize: OptimizeConf = field(default_factory=OptimizeConf)
 
 
 def register_configs() -> None:

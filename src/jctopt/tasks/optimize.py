@@ -1,0 +1,216 @@
+"""`jctopt task=optimize`: an Optuna study over the design space, in process.
+
+Trials are asked in batches of ``optimize.batch_size``, evaluated in one call of the jitted,
+vmapped model, and told back (Optuna's ask-and-tell). ``mode=single`` minimises cost subject
+to expected JCT <= ``job.deadline_days`` (TPE with ``constraints_func``); ``mode=multi`` finds
+the cost-days Pareto set (NSGA-II). Configurations the model masks (a layout that does not
+divide, out of memory, ...) are infeasible trials: their constraint is violated and the
+objective carries a penalty far above any real cost, so the sampler learns to avoid them
+(constraints are given with ``Trial.set_constraint``, Optuna 5's successor of ``constraints_func``),
+while ``trials.parquet`` records the model's real outputs and reason.
+
+The study lives in ``optimize.storage`` (SQLite by default, so an interrupted study resumes;
+any RDB URL, or ``journal:PATH`` for Optuna's journal file, which several worker processes
+or hosts can share). ``optimize.n_trials`` is the study's total, not a per-run count.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optuna
+import pandas as pd
+from omegaconf import DictConfig, OmegaConf
+from rich.console import Console
+from rich.progress import Progress
+
+from .._config import PRECISION, RECOMPUTE, ConfigError, to_config
+from .._engine import _stack
+from .._jct import Reason, estimate
+from .._space import OPTIMAL, _ckpt_values, int_axis
+from .._types import FabricSpec, GPUSpec, Layout
+
+PENALTY = 1e30  # objective of a masked configuration (ranked below every real one)
+INT_AXES = ("n_gpus", "tp", "pp", "cp", "ep", "vpp", "micro_batch")
+
+
+def search_axes(cfg: DictConfig) -> dict[str, list]:
+    """The categorical choices of every axis of ``cfg.space``."""
+    s = cfg.space
+    dims = {"n_heads": cfg.model.n_heads, "n_layers": cfg.model.n_layers, "seq_len": cfg.model.seq_len,
+            "n_experts": cfg.model.n_experts}
+    axes = {"gpu": list(s.gpu), "fabric": list(s.fabric)}
+    axes.update({k: int_axis(k, s[k], dims).tolist() for k in INT_AXES})
+    if s.accum is not None:
+        axes["accum"] = int_axis("accum", s.accum).tolist()
+    axes.update(recompute=list(s.recompute), zero_stage=list(s.zero_stage), precision=list(s.precision),
+                ckpt_interval_s=[OPTIMAL if math.isnan(v) else v for v in _ckpt_values(s.ckpt_interval_s)])
+    return axes
+
+
+class Evaluator:
+    """Evaluates lists of parameter dicts with one compiled ``jit(vmap(estimate))`` call each."""
+
+    def __init__(self, cfg: DictConfig, axes: dict[str, list], batch_size: int):
+        self.base = to_config(cfg, layout=False)
+        self.axes, self.batch_size = axes, batch_size
+        self.global_batch = int(cfg.training.global_batch)
+        self.gpu = _stack("gpu", axes["gpu"], GPUSpec, jnp.float64)
+        self.fabric = _stack("fabric", axes["fabric"], FabricSpec, jnp.float64)
+        self._fn = jax.jit(jax.vmap(estimate))
+
+    def __call__(self, params: list[dict]) -> pd.DataFrame:
+        n = len(params)
+        pad = params + [params[-1]] * (self.batch_size - n)
+        col = {k: np.array([p[k] for p in pad]) for k in pad[0]}
+        f = lambda a: jnp.asarray(a, jnp.float64)  # noqa: E731
+        gi = np.array([self.axes["gpu"].index(g) for g in col["gpu"]])
+        fi = np.array([self.axes["fabric"].index(x) for x in col["fabric"]])
+        dp = col["n_gpus"] / (col["tp"] * col["pp"] * col["cp"])
+        gb = dp * col["micro_batch"] * col["accum"] if "accum" in col else np.full(len(pad), self.global_batch)
+        ckpt = [c for c in col["ckpt_interval_s"]]
+        batch = jax.tree.map(lambda x: jnp.broadcast_to(x, (len(pad),)), self.base)
+        cfg = batch._replace(
+            gpu=jax.tree.map(lambda a: a[gi], self.gpu), fabric=jax.tree.map(lambda a: a[fi], self.fabric),
+            layout=Layout(*(f(col[k]) for k in ("n_gpus", "tp", "pp", "cp", "ep", "vpp"))),
+            train=batch.train._replace(global_batch=f(gb), micro_batch=f(col["micro_batch"]),
+                                       recompute=f([RECOMPUTE[r] for r in col["recompute"]]),
+                                       zero_stage=f(col["zero_stage"]), fp8=f([PRECISION[p] for p in col["precision"]])),
+            job=batch.job._replace(ckpt_auto=f([1.0 if c == OPTIMAL else 0.0 for c in ckpt]),
+                                   ckpt_interval_s=f([1.0 if c == OPTIMAL else float(c) for c in ckpt])),
+        )
+        est = self._fn(cfg)
+        out = pd.DataFrame({k: np.asarray(getattr(est, k))[:n] for k in ("jct_s", "cost_usd", "mfu", "energy_kwh",
+                                                                           "dp", "n_micro", "reason")})
+        out["reason"] = [Reason(int(r)).name for r in out.reason]
+        return out
+
+
+def study_name(cfg: DictConfig) -> str:
+    """Default study name: the model, mode and a hash of everything that defines the problem."""
+    c = OmegaConf.to_container(cfg, resolve=True)
+    key = {k: c[k] for k in ("model", "cluster", "training", "job", "space")}
+    key["mode"] = c["optimize"]["mode"]
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:10]
+    return f"{cfg.model.name}-{cfg.optimize.mode}-{digest}"
+
+
+def storage(url: str):
+    if url.startswith("journal:"):
+        from optuna.storages.journal import JournalFileBackend, JournalStorage
+
+        path = Path(url[len("journal:"):])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return JournalStorage(JournalFileBackend(str(path)))
+    if url.startswith("sqlite:///"):
+        Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+        import sqlalchemy
+
+        # WAL with synchronous=NORMAL: a commit survives the process being killed (not a power
+        # loss) without an fsync per write, which otherwise dominates the run time.
+        storage = optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 60}})
+        sqlalchemy.event.listen(storage.engine, "connect", _sqlite_pragmas)
+        storage.engine.dispose()  # reconnect with the pragmas
+        return storage
+    return url
+
+
+def _sqlite_pragmas(connection, _record) -> None:
+    cursor = connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+def run_optimize(cfg: DictConfig, console: Console | None = None) -> tuple[optuna.Study, pd.DataFrame]:
+    """Run (or resume) the study to ``optimize.n_trials`` trials; (study, all trials)."""
+    console = console or Console()
+    o = cfg.optimize
+    if o.mode not in ("single", "multi"):
+        raise ConfigError(f"optimize.mode={o.mode!r} is not allowed: single | multi")
+    if not (o.n_trials >= 1 and o.batch_size >= 1):
+        raise ConfigError(f"optimize.n_trials={o.n_trials}, optimize.batch_size={o.batch_size}: both must be >= 1")
+    axes = search_axes(cfg)
+    evaluate = Evaluator(cfg, axes, int(o.batch_size))
+    deadline_s = float(cfg.job.deadline_days) * 86400.0
+    seed = int(o.seed) + 1000 * int(o.worker)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    if o.mode == "single":
+        sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=o.startup_trials)
+        directions = ["minimize"]
+    else:
+        sampler = optuna.samplers.NSGAIISampler(seed=seed, population_size=int(o.batch_size))
+        directions = ["minimize", "minimize"]
+    name = o.study_name or study_name(cfg)
+    study = optuna.create_study(storage=storage(o.storage), study_name=name, directions=directions,
+                                sampler=sampler, load_if_exists=True)
+    done = len(study.trials)
+    if done:
+        console.print(f"study '{name}': {done} trials already in {o.storage}")
+    with Progress(console=console, disable=not o.progress) as progress:
+        task = progress.add_task("optuna trials", total=int(o.n_trials), completed=done)
+        while len(study.trials) < o.n_trials:
+            k = min(int(o.batch_size), int(o.n_trials) - len(study.trials))
+            if k <= 0:  # another worker filled the study meanwhile
+                break
+            trials = [study.ask() for _ in range(k)]
+            params = [{a: t.suggest_categorical(a, v) for a, v in axes.items()} for t in trials]
+            out = evaluate(params)
+            for t, (_, r) in zip(trials, out.iterrows()):
+                feasible = r.reason == "OK"
+                # One attribute per trial: every storage write is a transaction.
+                t.set_user_attr("model", {"reason": r.reason, **{k: float(r[k]) if feasible else None for k in
+                                                               ("jct_s", "cost_usd", "mfu", "energy_kwh")}})
+                if o.mode == "single":
+                    t.set_constraint("deadline_days", (r.jct_s - deadline_s) / 86400.0 if feasible else PENALTY)
+                    study.tell(t, float(r.cost_usd) if feasible else PENALTY)
+                else:
+                    t.set_constraint("feasible", 0.0 if feasible else PENALTY)
+                    study.tell(t, [float(r.cost_usd), r.jct_s / 86400.0] if feasible else [PENALTY, PENALTY])
+            progress.update(task, completed=len(study.trials))
+    return study, trials_frame(study)
+
+
+def trials_frame(study: optuna.Study) -> pd.DataFrame:
+    """One row per trial: number, state, values, params_*, and the model's outputs."""
+    df = study.trials_dataframe(attrs=("number", "state", "values", "params"))
+    model = pd.DataFrame([t.user_attrs.get("model", {}) for t in study.trials])
+    df = pd.concat([df.reset_index(drop=True), model], axis=1)
+    df["state"] = df["state"].astype(str)
+    for col in df.columns:  # mixed categorical choices ("optimal" or seconds) as text
+        if df[col].dtype == object:
+            df[col] = df[col].map(lambda v: None if v is None else str(v))
+    return df
+
+
+def best_feasible(df: pd.DataFrame, deadline_s: float) -> pd.DataFrame:
+    ok = df[(df.reason == "OK") & (df.jct_s <= deadline_s)]
+    return ok.sort_values(["cost_usd", "number"])
+
+
+def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
+    console = Console()
+    study, df = run_optimize(cfg, console)
+    df.to_parquet(run_dir / "trials.parquet", index=False)
+    deadline_s = float(cfg.job.deadline_days) * 86400.0
+    if cfg.optimize.mode == "single":
+        ok = best_feasible(df, deadline_s)
+        if ok.empty:
+            console.print(f"[red]no trial meets {cfg.job.deadline_days:g} days yet[/red]")
+        else:
+            b = ok.iloc[0]
+            params = {c[len("params_"):]: b[c] for c in df.columns if c.startswith("params_")}
+            params = ", ".join(f"{k}={v}" for k, v in params.items())
+            console.print(f"best of {len(df)} trials (trial {b.number}): ${b.cost_usd:,.0f}, "
+                          f"{b.jct_s / 86400:.1f} days: {params}")
+    else:
+        front = study.best_trials
+        console.print(f"{len(front)} trials on the cost-days Pareto front after {len(df)} trials")
+    console.print(f"wrote {run_dir / 'trials.parquet'}")
+    return df
