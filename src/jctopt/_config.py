@@ -206,7 +206,7 @@ class OptimizeConf:
     startup_trials: int = 256  # TPE: random trials before the model of good/bad regions
     seed: int = 0
     worker: int = 0  # give each worker process sharing a study its own index (seed + 1000 x worker)
-    storage: str = "sqlite:///outputs/optimize/optuna.db"  # any RDB URL, or journal:PATH for many workers
+    storage: str = "sqlite:///outputs/optimize/optuna.db"  # RDB URL, journal:PATH (many workers), or memory
     study_name: Optional[str] = None  # None: model, mode and a hash of the problem definition
     progress: bool = True
 

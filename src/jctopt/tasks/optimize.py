@@ -102,6 +102,9 @@ def study_name(cfg: DictConfig) -> str:
 
 
 def storage(url: str):
+    """An Optuna storage from a URL: ``memory`` (not persisted), ``journal:PATH``, or an RDB URL."""
+    if url == "memory":
+        return None
     if url.startswith("journal:"):
         from optuna.storages.journal import JournalFileBackend, JournalStorage
 
