@@ -212,6 +212,12 @@ class OptimizeConf:
 
 
 @dataclass
+class ValidateConf:
+    runs: Optional[str] = None  # CSV with the columns of shared/validation/runs_dev.csv (None: that file)
+    out: Optional[str] = None  # output Parquet (None: validate.parquet in the run directory)
+
+
+@dataclass
 class AppConf:
     task: Any = MISSING
     model: ModelConf = field(default_factory=ModelConf)
@@ -228,6 +234,7 @@ class AppConf:
     syncwall: SyncwallConf = field(default_factory=SyncwallConf)
     gradient: GradientConf = field(default_factory=GradientConf)
     optimize: OptimizeConf = field(default_factory=OptimizeConf)
+    validate: ValidateConf = field(default_factory=ValidateConf)
 
 
 def register_configs() -> None:

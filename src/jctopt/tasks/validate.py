@@ -1,0 +1,300 @@
+"""`jctopt task=validate validate.runs=RUNS.csv validate.out=OUT.parquet`: predict published
+training runs and report the error on step time.
+
+Each row of a CSV with the columns of ``shared/validation/runs_dev.csv`` becomes a model
+configuration. Blank cells ("not stated") take the documented defaults of ``DEFAULTS`` and
+the column ``defaults_used`` says which were applied. A row the model cannot place (unknown
+GPU or fabric key, a layout that does not divide) gets a null prediction and a ``reason``;
+it never stops the run. Rows the model places but judges infeasible (out of memory) keep
+their predicted step time, with the model's verdict in ``model_reason``.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+from omegaconf import DictConfig, OmegaConf
+from rich.console import Console
+
+from .._config import CONF_DIR, ConfigError, load_option, to_config
+from .._jct import Reason, estimate_batch
+from ._search import pyplot, save_plot
+
+DEFAULT_RUNS = CONF_DIR.parents[1] / "shared" / "validation" / "runs_dev.csv"
+
+# Blank cells: the value used and why (printed in the report).
+DEFAULTS = {
+    "kv_heads": ("= heads", "no grouped-query attention unless stated (runs_dev.csv README)"),
+    "vpp": (1, "no interleaved schedule unless stated"),
+    "micro_batch": (1, "Megatron-LM's default micro-batch size"),
+    "sp": (0, "sequence parallelism off unless stated"),
+    "cp": (1, "no context parallelism unless stated"),
+    "ep": (1, "dense model"),
+    "recompute": ("none", "no activation recompute unless stated"),
+    "zero_stage": (0, "no optimizer sharding unless stated"),
+    "vocab": ("by model family", "Llama 3: 128,256 (Dubey et al. 2024); Llama 2: 32,000 (Touvron et al. 2023); "
+              "Nemotron: 256,000 (Nemotron-4, NVIDIA 2024); GPT-NeoX: 50,432 (Black et al. 2022, 20B.yml); "
+              "other GPT: 51,200 (Megatron's padded GPT-2 BPE, Narayanan et al. 2021)"),
+    "tp": ("8, pp = num_gpus / (dp x 8)", "the model-parallel split of Narayanan et al. 2021 Table 1 (TP within "
+           "the 8-GPU node); needs dp"),
+    "inter_node": ("the GPU's reference system", "A100: 8 x HDR200 IB, H100/H200: 8 x NDR400 IB, "
+                   "B200/GB200: XDR800 IB, one NIC per GPU (DGX/HGX reference designs)"),
+}
+GPU_ALIASES = {"a100_class": "a100_80gb"}  # an A100 of unstated memory: same peak and bandwidth
+REFERENCE_FABRIC = {"a100_80gb": "ib_hdr200", "a100_40gb": "ib_hdr200", "h100_sxm": "ib_ndr400", "h200": "ib_ndr400",
+                    "b200": "ib_xdr800", "gb200": "ib_xdr800", "mi300x": "roce400"}
+# inter_node key -> (catalog fabric, Gbit/s per NIC or None for the catalog's, NICs per node or None = per GPU)
+FABRICS = {
+    "ib_hdr200x8": ("ib_hdr200", None, 8), "ib_ndr400x8": ("ib_ndr400", None, 8),
+    "ib_hdr200x4": ("ib_hdr200", None, 4), "ib_edr100x8": ("ib_hdr200", 100.0, 8),
+    "roce400x8": ("roce400", None, 8), "roce200x8": ("roce400", 200.0, 8),
+    "roce_1600gbps_node": ("roce400", 200.0, 8),  # 1600 Gbit/s per node as 8 x 200G RoCE
+}
+PRECISIONS = {"bf16": "bf16", "fp16": "fp16", "fp16_or_bf16": "bf16", "fp8": "fp8", "mxfp8": "fp8"}
+RECOMPUTE = {"none": "none", "selective": "selective", "full": "full"}
+BREAKDOWN = ["compute_s", "bubble_s", "tp_comm_s", "cp_comm_s", "ep_comm_s", "pp_comm_s", "dp_comm_s",
+             "zero3_comm_s", "optimizer_s", "straggler_s", "serial_s"]
+
+
+VOCAB = [(r"llama.?3", 128256), (r"llama.?2", 32000), (r"nemotron", 256000), (r"neox", 50432), (r"", 51200)]
+
+
+class RowError(Exception):
+    """This row cannot be placed; the message becomes its ``reason``."""
+
+
+def _blank(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v)) or (isinstance(v, str) and not v.strip())
+
+
+def _int(row, key, used: list[str]) -> int:
+    v = row.get(key)
+    if _blank(v):
+        if key not in DEFAULTS:
+            raise RowError(f"{key} is blank and has no documented default")
+        if not isinstance(DEFAULTS[key][0], int):  # a rule that did not apply to this row
+            raise RowError(f"{key} is blank and its default rule does not apply: {DEFAULTS[key][1]}")
+        used.append(key)
+        return int(DEFAULTS[key][0])
+    if float(v) != int(float(v)):
+        raise RowError(f"{key}={v!r} is not an integer")
+    return int(float(v))
+
+
+def _glu(row, layers, hidden, ffn, heads, kv, vocab) -> tuple[int, str]:
+    """Gated MLP or not: whichever parameter count is nearer ``params_b`` (not a CSV column)."""
+    head = hidden // heads
+    attn = hidden * hidden * 2 + 2 * hidden * kv * head
+    counts = {g: (layers * (attn + (3 if g else 2) * hidden * ffn) + vocab * hidden) / 1e9 for g in (0, 1)}
+    if _blank(row.get("params_b")):
+        return int(ffn != 4 * hidden), "glu inferred from ffn_hidden != 4 hidden (params_b blank)"
+    target = float(row["params_b"])
+    g = min(counts, key=lambda k: abs(counts[k] - target))
+    return g, ""
+
+
+def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
+    """The Hydra config of one CSV row, and the defaults it needed."""
+    used: list[str] = []
+    cfg = copy.deepcopy(base)
+    gpu = GPU_ALIASES.get(str(row["gpu"]), str(row["gpu"]))
+    if str(row["gpu"]) in GPU_ALIASES:
+        used.append("gpu")
+    try:
+        cfg.gpu = load_option("gpu", gpu)
+    except ConfigError:
+        raise RowError(f"gpu={row['gpu']!r} is not in the catalog (conf/gpu)") from None
+    precision = PRECISIONS.get(str(row["precision"]))
+    if precision is None:
+        raise RowError(f"precision={row['precision']!r} is not modelled (bf16, fp16, fp8, mxfp8)")
+    inter = str(row.get("inter_node") or "unknown")
+    gpn = _int(row, "gpus_per_node", used)
+    if inter in FABRICS:
+        fabric, gbit, nics = FABRICS[inter]
+    elif inter == "unknown":
+        used.append("inter_node")
+        fabric, gbit, nics = REFERENCE_FABRIC.get(gpu), None, gpn
+        if fabric is None:
+            raise RowError(f"inter_node unknown and gpu={gpu!r} has no reference fabric")
+    elif m := re.fullmatch(r"unknown_(\d+)gbps", inter):
+        # X Gbit/s per node, RoCE-like, one NIC per GPU (the sources name neither fabric nor NIC count).
+        fabric, gbit, nics = "roce400", float(m.group(1)) / gpn, gpn
+    else:
+        raise RowError(f"inter_node={inter!r} is not modelled")
+    cfg.fabric = load_option("fabric", fabric)
+    if gbit is not None:
+        cfg.fabric.nic_gbit = gbit
+    cfg.cluster.gpus_per_node = gpn
+    cfg.cluster.nics_per_node = nics or gpn
+
+    layers, hidden, heads = (_int(row, k, used) for k in ("layers", "hidden", "heads"))
+    ffn, seq = (_int(row, k, used) for k in ("ffn_hidden", "seq_len"))
+    if _blank(row.get("vocab")):
+        used.append("vocab")
+        vocab = next(v for pattern, v in VOCAB if re.search(pattern, str(row.get("model", "")), re.IGNORECASE))
+    else:
+        vocab = _int(row, "vocab", used)
+    kv = heads if _blank(row.get("kv_heads")) else _int(row, "kv_heads", used)
+    if _blank(row.get("kv_heads")):
+        used.append("kv_heads")
+    glu, note = _glu(row, layers, hidden, ffn, heads, kv, vocab)
+    if note:
+        used.append("glu")
+    m = cfg.model
+    m.name, m.n_layers, m.hidden, m.ffn_hidden, m.n_heads, m.n_kv_heads = str(row["id"]), layers, hidden, ffn, heads, kv
+    m.vocab, m.seq_len, m.glu, m.n_experts, m.top_k = vocab, seq, bool(glu), 1, 1
+    # GPT-style (2-matrix MLP) models tie embeddings and learn positions; Llama-style do neither.
+    m.tied_embeddings, m.learned_positions = not glu, not glu
+
+    lay, tr = cfg.layout, cfg.training
+    lay.n_gpus = _int(row, "num_gpus", used)
+    if _blank(row.get("tp")) and _blank(row.get("pp")) and not _blank(row.get("dp")):
+        used.append("tp")
+        lay.tp = 8
+        model_parallel, rest = divmod(lay.n_gpus, int(float(row["dp"])) * 8)
+        if rest:
+            raise RowError(f"tp and pp blank and num_gpus={lay.n_gpus} is not a multiple of dp x 8")
+        lay.pp = model_parallel
+    else:
+        lay.tp, lay.pp = _int(row, "tp", used), _int(row, "pp", used)
+    lay.cp, lay.ep, lay.vpp = (_int(row, k, used) for k in ("cp", "ep", "vpp"))
+    if lay.pp == 1 and lay.vpp > 1:
+        raise RowError(f"vpp={lay.vpp} with pp=1")
+    if not _blank(row.get("dp")) and int(float(row["dp"])) * lay.tp * lay.pp * lay.cp != lay.n_gpus:
+        raise RowError(f"dp x tp x pp x cp = {int(float(row['dp']))} x {lay.tp} x {lay.pp} x {lay.cp} != "
+                       f"num_gpus={lay.n_gpus}")
+    tr.global_batch = _int(row, "global_batch", used)
+    tr.micro_batch = _int(row, "micro_batch", used)
+    recompute = row.get("recompute")
+    if _blank(recompute):
+        used.append("recompute")
+        recompute = DEFAULTS["recompute"][0]
+    if recompute not in RECOMPUTE:
+        raise RowError(f"recompute={recompute!r} is not one of none, selective, full")
+    tr.recompute = RECOMPUTE[recompute]
+    tr.zero_stage = _int(row, "zero_stage", used)
+    tr.seq_parallel = bool(_int(row, "sp", used))
+    tr.precision = precision
+    year = max((int(y) for y in re.findall(r"\b(20\d\d)\b", str(row.get("source", "")))), default=2024)
+    tr.flash_attention = year >= 2023  # FlashAttention (2022) is standard in the 2023+ stacks
+    return cfg, used
+
+
+def run_validate(cfg: DictConfig, runs: Path) -> pd.DataFrame:
+    """One row per input row: id, predicted_iter_time_s, predicted_mfu_pct, abs_pct_error,
+    reason (null prediction) or model_reason, defaults_used, and the step breakdown."""
+    table = pd.read_csv(runs)
+    missing = {"id", "gpu", "num_gpus", "tp", "pp", "global_batch", "measured_iter_time_s"} - set(table.columns)
+    if missing:
+        raise ConfigError(f"validate.runs={str(runs)!r} is not allowed: missing columns {', '.join(sorted(missing))}")
+    base = copy.deepcopy(cfg)
+    configs, index, rows = [], [], []
+    for i, row in enumerate(table.to_dict("records")):
+        out = {"id": row["id"], "source": row.get("source"), "measured_iter_time_s": row.get("measured_iter_time_s")}
+        try:
+            rc, used = row_config(base, row)
+            configs.append(to_config(rc))
+            index.append(i)
+            out["defaults_used"] = ",".join(sorted(set(used)))
+        except (RowError, ConfigError, ValueError, TypeError) as err:
+            out["reason"] = str(err)
+        rows.append(out)
+    df = pd.DataFrame(rows)
+    for col in ("predicted_iter_time_s", "predicted_mfu_pct", "abs_pct_error", *BREAKDOWN, "mem_total_gb"):
+        df[col] = np.nan
+    df["model_reason"] = None
+    if configs:
+        batch = jax.tree.map(lambda *xs: jnp.stack(xs), *configs)
+        est = estimate_batch(batch)
+        comp = {k: np.asarray(getattr(est, k)) for k in BREAKDOWN}
+        step = sum(comp.values())  # the step before masking: OOM rows keep their prediction
+        n = np.asarray(batch.layout.n_gpus)
+        peak = 1e12 * np.where(np.asarray(batch.train.fp8) > 0, np.asarray(batch.gpu.peak_fp8_tflops),
+                               np.asarray(batch.gpu.peak_bf16_tflops))
+        mfu = 100.0 * np.asarray(est.model_flops_per_step) / (step * n * peak)
+        reasons = [Reason(int(r)).name for r in np.asarray(est.reason)]
+        for j, i in enumerate(index):
+            df.loc[i, "predicted_iter_time_s"] = step[j]
+            df.loc[i, "predicted_mfu_pct"] = mfu[j]
+            for k in BREAKDOWN:
+                df.loc[i, k] = comp[k][j]
+            df.loc[i, "mem_total_gb"] = float(np.asarray(est.mem_total)[j]) / 1e9
+            if reasons[j] != "OK":
+                df.loc[i, "model_reason"] = reasons[j]
+    measured = pd.to_numeric(df.measured_iter_time_s, errors="coerce")
+    df["abs_pct_error"] = 100.0 * (df.predicted_iter_time_s - measured).abs() / measured
+    return df
+
+
+def summary(df: pd.DataFrame) -> pd.DataFrame:
+    """Median, 90th percentile and count of |error| % per source, plus all rows."""
+    ok = df[df.abs_pct_error.notna()]
+    per = ok.groupby("source").abs_pct_error.agg(median="median", p90=lambda x: x.quantile(0.9), n="count")
+    total = pd.DataFrame({"median": [ok.abs_pct_error.median()], "p90": [ok.abs_pct_error.quantile(0.9)],
+                          "n": [len(ok)]}, index=["all rows"])
+    return pd.concat([per.sort_values("median"), total])
+
+
+def report(df: pd.DataFrame, runs: Path) -> str:
+    s = summary(df)
+    lines = [f"# Validation against {runs.name}", "",
+             f"{int(s.loc['all rows', 'n'])} of {len(df)} rows compared; median |error| on step time "
+             f"{s.loc['all rows', 'median']:.1f} %, 90th percentile {s.loc['all rows', 'p90']:.1f} %.", "",
+             "| source | median % | p90 % | rows |", "|---|---:|---:|---:|"]
+    lines += [f"| {src} | {r['median']:.1f} | {r['p90']:.1f} | {int(r['n'])} |" for src, r in s.iterrows()]
+    skipped = df[df.reason.notna()] if "reason" in df else df.iloc[:0]
+    if len(skipped):
+        lines += ["", "## Rows not placed", ""] + [f"- `{r.id}`: {r.reason}" for _, r in skipped.iterrows()]
+    lines += ["", "## Defaults for blank cells", ""] + [f"- `{k}`: {v} ({why})" for k, (v, why) in DEFAULTS.items()]
+    lines += ["- `gpu=a100_class`: a100_80gb (same peak and HBM bandwidth)",
+              "- `inter_node=unknown_<X>gbps`: X Gbit/s per node over one RoCE NIC per GPU",
+              "- MLP gated (SwiGLU) or not: whichever parameter count is nearer `params_b`",
+              "- FlashAttention: on for sources from 2023 on, off before"]
+    return "\n".join(lines) + "\n"
+
+
+def plot(df: pd.DataFrame, path: Path) -> Path:
+    plt = pyplot()
+    ok = df[df.abs_pct_error.notna()]
+    fig, ax = plt.subplots(figsize=(8, 6))
+    for src, part in ok.groupby("source"):
+        ax.loglog(part.measured_iter_time_s, part.predicted_iter_time_s, "o", ms=4, label=str(src)[:60])
+    lo, hi = ok[["measured_iter_time_s", "predicted_iter_time_s"]].min().min(), ok[
+        ["measured_iter_time_s", "predicted_iter_time_s"]].max().max()
+    xs = np.array([lo / 1.2, hi * 1.2])
+    ax.plot(xs, xs, "k-", lw=0.8)
+    ax.fill_between(xs, xs / 1.1, xs * 1.1, color="0.85", zorder=0, label="+-10 %")
+    ax.set_xlabel("measured step time (s)")
+    ax.set_ylabel("predicted step time (s)")
+    ax.set_title("predicted vs measured")
+    ax.legend(fontsize=5, loc="upper left")
+    return save_plot(fig, path)
+
+
+def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
+    v = cfg.validate
+    runs = Path(v.runs) if v.runs else DEFAULT_RUNS
+    if not runs.is_file():
+        raise ConfigError(f"validate.runs={str(runs)!r} is not allowed: no such file")
+    out = Path(v.out) if v.out else run_dir / "validate.parquet"
+    df = run_validate(cfg, runs)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    df.to_parquet(out, index=False)
+    (run_dir / "validate.md").write_text(report(df, runs))
+    if df.abs_pct_error.notna().any():
+        plot(df, run_dir / "validate.png")
+    console = Console()
+    s = summary(df)
+    console.print(s.round(1).to_string())
+    console.print(f"wrote {out}, {run_dir / 'validate.md'}")
+    n = int(df.abs_pct_error.notna().sum())
+    median = float(df.abs_pct_error.median()) if n else float("nan")
+    print(f"median_abs_pct_error={median:.4f} n={n}")
+    return df
