@@ -89,6 +89,17 @@ class Estimate(NamedTuple):
     energy_usd: jax.Array
 
 
+# The parts of Estimate.step_s (seconds). Their sum is the step time even where the
+# configuration is masked (e.g. out of memory), which validation needs.
+STEP_PARTS = ("compute_s", "bubble_s", "tp_comm_s", "cp_comm_s", "ep_comm_s", "pp_comm_s", "dp_comm_s",
+              "zero3_comm_s", "optimizer_s", "straggler_s", "serial_s")
+
+
+def unmasked_step(est: "Estimate"):
+    """Step time (s) before feasibility masking: the sum of ``STEP_PARTS``."""
+    return sum(getattr(est, k) for k in STEP_PARTS)
+
+
 def _is_int(x):
     return jnp.abs(x - jnp.round(x)) < 1e-6
 

@@ -11,9 +11,9 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from ._config import CONF_DIR, ConfigError, register_configs
-from .tasks import deadline, estimate, gradient, optimize, procure, sweep, syncwall, validate
+from .tasks import calibrate, deadline, estimate, gradient, optimize, procure, sweep, syncwall, validate
 
-TASKS = {"deadline": deadline.main, "estimate": estimate.main, "gradient": gradient.main, "optimize": optimize.main, "procure": procure.main, "sweep": sweep.main, "syncwall": syncwall.main,
+TASKS = {"calibrate": calibrate.main, "deadline": deadline.main, "estimate": estimate.main, "gradient": gradient.main, "optimize": optimize.main, "procure": procure.main, "sweep": sweep.main, "syncwall": syncwall.main,
          "validate": validate.main}
 
 register_configs()

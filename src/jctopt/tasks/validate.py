@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
 from .._config import CONF_DIR, ConfigError, load_option, to_config
-from .._jct import Reason, estimate_batch
+from .._jct import STEP_PARTS, Reason, estimate_batch, unmasked_step
 from ._search import pyplot, save_plot
 
 DEFAULT_RUNS = CONF_DIR.parents[1] / "shared" / "validation" / "runs_dev.csv"
@@ -59,8 +59,7 @@ FABRICS = {
 }
 PRECISIONS = {"bf16": "bf16", "fp16": "fp16", "fp16_or_bf16": "bf16", "fp8": "fp8", "mxfp8": "fp8"}
 RECOMPUTE = {"none": "none", "selective": "selective", "full": "full"}
-BREAKDOWN = ["compute_s", "bubble_s", "tp_comm_s", "cp_comm_s", "ep_comm_s", "pp_comm_s", "dp_comm_s",
-             "zero3_comm_s", "optimizer_s", "straggler_s", "serial_s"]
+BREAKDOWN = list(STEP_PARTS)
 
 
 VOCAB = [(r"llama.?3", 128256), (r"llama.?2", 32000), (r"nemotron", 256000), (r"neox", 50432), (r"", 51200)]
@@ -187,25 +186,39 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     return cfg, used
 
 
-def run_validate(cfg: DictConfig, runs: Path) -> pd.DataFrame:
-    """One row per input row: id, predicted_iter_time_s, predicted_mfu_pct, abs_pct_error,
-    reason (null prediction) or model_reason, defaults_used, and the step breakdown."""
-    table = pd.read_csv(runs)
-    missing = {"id", "gpu", "num_gpus", "tp", "pp", "global_batch", "measured_iter_time_s"} - set(table.columns)
-    if missing:
-        raise ConfigError(f"validate.runs={str(runs)!r} is not allowed: missing columns {', '.join(sorted(missing))}")
+def place_rows(cfg: DictConfig, table: pd.DataFrame) -> tuple[list[dict], list[int], list]:
+    """(one record per row: id, source, measured time, defaults_used or reason; positions of
+    the placed rows; their model configurations)."""
     base = copy.deepcopy(cfg)
     configs, index, rows = [], [], []
     for i, row in enumerate(table.to_dict("records")):
-        out = {"id": row["id"], "source": row.get("source"), "measured_iter_time_s": row.get("measured_iter_time_s")}
+        out = {"id": row["id"], "source": row.get("source"), "measured_iter_time_s": row.get("measured_iter_time_s"),
+               "gpu": row.get("gpu")}
         try:
             rc, used = row_config(base, row)
             configs.append(to_config(rc))
             index.append(i)
+            out["gpu"] = rc.gpu.name
             out["defaults_used"] = ",".join(sorted(set(used)))
         except (RowError, ConfigError, ValueError, TypeError) as err:
             out["reason"] = str(err)
         rows.append(out)
+    return rows, index, configs
+
+
+def read_runs(runs: Path) -> pd.DataFrame:
+    table = pd.read_csv(runs)
+    missing = {"id", "gpu", "num_gpus", "tp", "pp", "global_batch", "measured_iter_time_s"} - set(table.columns)
+    if missing:
+        raise ConfigError(f"validate.runs={str(runs)!r} is not allowed: missing columns {', '.join(sorted(missing))}")
+    return table
+
+
+def run_validate(cfg: DictConfig, runs: Path) -> pd.DataFrame:
+    """One row per input row: id, predicted_iter_time_s, predicted_mfu_pct, abs_pct_error,
+    reason (null prediction) or model_reason, defaults_used, and the step breakdown."""
+    table = read_runs(runs)
+    rows, index, configs = place_rows(cfg, table)
     df = pd.DataFrame(rows)
     for col in ("predicted_iter_time_s", "predicted_mfu_pct", "abs_pct_error", *BREAKDOWN, "mem_total_gb"):
         df[col] = np.nan
@@ -214,7 +227,7 @@ def run_validate(cfg: DictConfig, runs: Path) -> pd.DataFrame:
         batch = jax.tree.map(lambda *xs: jnp.stack(xs), *configs)
         est = estimate_batch(batch)
         comp = {k: np.asarray(getattr(est, k)) for k in BREAKDOWN}
-        step = sum(comp.values())  # the step before masking: OOM rows keep their prediction
+        step = np.asarray(unmasked_step(est))  # OOM rows keep their prediction
         n = np.asarray(batch.layout.n_gpus)
         peak = 1e12 * np.where(np.asarray(batch.train.fp8) > 0, np.asarray(batch.gpu.peak_fp8_tflops),
                                np.asarray(batch.gpu.peak_bf16_tflops))

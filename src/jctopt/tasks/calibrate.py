@@ -1,0 +1,97 @@
+"""`jctopt task=calibrate`: fit the efficiency parameters to published runs, and say how well
+the fit does on sources it was not fitted to.
+
+Reads the same CSV as ``validate`` (``validate.runs``), fits on every placed row with a step
+time (``jctopt._calibrate``), then refits once per source with that source left out and
+predicts it (leave-one-source-out). Writes, in the run directory, ``calibration.yaml``
+(per-GPU values and eta, with the data file, its SHA-256, the date, the rows and the errors)
+and ``calibrate.parquet`` (each row: measured, catalog, fitted and left-out predictions).
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+from omegaconf import DictConfig, OmegaConf
+from rich.console import Console
+
+from .. import _calibrate as Cal
+from .._config import ConfigError
+from .validate import DEFAULT_RUNS, place_rows, read_runs
+
+
+def problem_from_runs(cfg: DictConfig, runs: Path) -> tuple[Cal.Problem, pd.DataFrame]:
+    """The rows to fit (placed, with a measured step time) and their records."""
+    rows, index, configs = place_rows(cfg, read_runs(runs))
+    records = pd.DataFrame([rows[i] for i in index])
+    measured = pd.to_numeric(records.measured_iter_time_s, errors="coerce").to_numpy()
+    keep = np.flatnonzero(np.isfinite(measured) & (measured > 0))
+    if keep.size == 0:
+        raise ConfigError(f"validate.runs={str(runs)!r}: no row can be placed with a measured step time")
+    records = records.iloc[keep].reset_index(drop=True)
+    gpus = tuple(sorted(set(records.gpu)))
+    batch = jax.tree.map(lambda *xs: jnp.stack(xs), *[configs[k] for k in keep])
+    problem = Cal.Problem(batch, np.array([gpus.index(g) for g in records.gpu]), gpus, measured[keep],
+                          Cal.source_weights(records.source.tolist()))
+    return problem, records
+
+
+def _pct(pred, measured) -> np.ndarray:
+    return 100.0 * np.abs(np.asarray(pred) / measured - 1.0)
+
+
+def run_calibrate(cfg: DictConfig, runs: Path, loso: bool = True) -> tuple[dict, pd.DataFrame]:
+    """(fitted values, per-row table with catalog, fitted and leave-one-source-out errors)."""
+    problem, records = problem_from_runs(cfg, runs)
+    prior = Cal.catalog_values(problem)
+    fitted, final_loss = Cal.fit(problem, prior)
+    records["catalog_s"] = np.asarray(Cal.step_times(jax.tree.map(jnp.asarray, prior), problem))
+    records["fitted_s"] = np.asarray(Cal.step_times(jax.tree.map(jnp.asarray, fitted), problem))
+    records["loso_s"] = np.nan
+    if loso:
+        for source in records.source.unique():
+            held = (records.source == source).to_numpy()
+            values, _ = Cal.fit(Cal.subset(problem, np.flatnonzero(~held)), prior)
+            pred = np.asarray(Cal.step_times(jax.tree.map(jnp.asarray, values), problem))
+            records.loc[held, "loso_s"] = pred[held]
+    for kind in ("catalog", "fitted", "loso"):
+        records[f"{kind}_abs_pct_error"] = _pct(records[f"{kind}_s"], records.measured_iter_time_s.to_numpy(float))
+    out = {"gpu": {g: {p: float(fitted["gpu"][p][k]) for p in Cal.GPU_PARAMS} for k, g in enumerate(problem.gpus)},
+           "training": {"overlap_eta": float(fitted["overlap_eta"])}, "loss": final_loss}
+    return out, records
+
+
+def errors_by_source(records: pd.DataFrame) -> pd.DataFrame:
+    cols = [c for c in ("catalog_abs_pct_error", "fitted_abs_pct_error", "loso_abs_pct_error") if c in records]
+    per = records.groupby("source")[cols].median()
+    per.loc["all rows (median)"] = records[cols].median()
+    per.loc["all rows (p90)"] = records[cols].quantile(0.9)
+    per["rows"] = records.groupby("source").size().reindex(per.index)
+    return per
+
+
+def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
+    console = Console()
+    runs = Path(cfg.validate.runs) if cfg.validate.runs else DEFAULT_RUNS
+    if not runs.is_file():
+        raise ConfigError(f"validate.runs={str(runs)!r} is not allowed: no such file")
+    fitted, records = run_calibrate(cfg, runs)
+    table = errors_by_source(records)
+    console.print(table.round(1).to_string())
+    meta = {"data": str(runs), "sha256": hashlib.sha256(runs.read_bytes()).hexdigest(),
+            "date": datetime.date.today().isoformat(), "rows": int(len(records)),
+            "median_abs_pct_error": {k: float(records[f"{k}_abs_pct_error"].median()) for k in ("catalog", "fitted", "loso")}}
+    doc = {"calibration": meta, **fitted}
+    (run_dir / "calibration.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(doc)))
+    records.to_parquet(run_dir / "calibrate.parquet", index=False)
+    console.print(f"wrote {run_dir / 'calibration.yaml'}, calibrate.parquet")
+    m = meta["median_abs_pct_error"]
+    print(f"median_abs_pct_error catalog={m['catalog']:.2f} fitted={m['fitted']:.2f} "
+          f"leave_one_source_out={m['loso']:.2f} n={len(records)}")
+    return records
