@@ -120,3 +120,23 @@ def test_jctopt_without_arguments_runs_procure(tmp_path):
     df = pd.read_parquet(tmp_path / "procure.parquet")
     assert set(df.gpu) == {"h100_sxm", "b200"} and df.winner.sum() == 1
     assert (tmp_path / "procure.png").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("factor,flips", [(1.01, False), (0.99, True)])
+def test_procure_answer_flips_at_the_reported_price(compose, factor, flips):
+    """Quote the runner-up at its break-even price x factor: below it, it becomes the better buy."""
+    base = procure.run_procure(compose(*SMALL, "job.deadline_days=12"))
+    w, o = base[base.winner].iloc[0], base[~base.winner].iloc[0]
+    price = o.break_even_price_per_gpu_hour * factor
+    again = procure.run_procure(compose(*SMALL, "job.deadline_days=12", f"procure.prices={{{o.gpu}:{price}}}"))
+    assert again[again.winner].iloc[0].gpu == (o.gpu if flips else w.gpu)
+    assert again.set_index("gpu").loc[o.gpu, "price_per_gpu_hour"] == pytest.approx(price, rel=1e-6)
+
+
+def test_gpu_overrides_are_checked(compose):
+    from jctopt import ConfigError
+
+    with pytest.raises(ConfigError, match="space.gpu_overrides.h100_sxm.speed"):
+        search(compose(*SMALL, "space.gpu_overrides={h100_sxm:{speed:2}}"), "top_k")
+    with pytest.raises(ConfigError, match="procure.prices"):
+        procure.run_procure(compose(*SMALL, "procure.prices={mi300x:1.0}"))

@@ -157,6 +157,9 @@ class SpaceConf:
     zero_stage: list[int] = MISSING
     precision: list[str] = MISSING  # bf16 | fp16 | fp8
     ckpt_interval_s: list[Any] = MISSING  # seconds, or "optimal" (Daly, per configuration)
+    # Per-GPU catalog values to replace, e.g. {h100_sxm: {price_per_gpu_hour: 2.1}} (your quote).
+    # (Untyped so that a whole mapping can be given on the command line.)
+    gpu_overrides: Any = None
 
 
 @dataclass
@@ -177,6 +180,7 @@ class SweepConf:
 @dataclass
 class ProcureConf:
     gpus: list[str] = field(default_factory=lambda: ["h100_sxm", "b200"])  # GPU types compared
+    prices: Any = None  # {gpu name: USD per GPU-hour} replacing the catalog's, e.g. {h100_sxm: 2.1}
 
 
 @dataclass

@@ -55,9 +55,12 @@ class Rows(NamedTuple):
     split_idx: jax.Array  # (rows,) int32 index into Tables.splits
 
 
-def _stack(group: str, names: list[str], cls, dtype) -> NamedTuple:
+def _stack(group: str, names: list[str], cls, dtype, overrides: dict | None = None) -> NamedTuple:
+    """Catalog entries as one pytree of (len(names),) arrays, with ``overrides[name][field]``."""
+    overrides = overrides or {}
     confs = [load_option(group, n) for n in names]
-    return cls(**{f: jnp.asarray([float(c[f]) for c in confs], dtype=dtype) for f in cls._fields})
+    return cls(**{f: jnp.asarray([float(overrides.get(n, {}).get(f, c[f])) for n, c in zip(names, confs)],
+                                 dtype=dtype) for f in cls._fields})
 
 
 def chunks_for_process(n_chunks: int, process_index: int, process_count: int) -> range:
@@ -99,7 +102,7 @@ class Engine:
         f = self.dtype
         inner = space.inner
         self.tables = Tables(
-            gpu=_stack("gpu", inner["gpu"], GPUSpec, f),
+            gpu=_stack("gpu", inner["gpu"], GPUSpec, f, space.gpu_overrides),
             fabric=_stack("fabric", inner["fabric"], FabricSpec, f),
             n_gpus=jnp.asarray(space.n_gpus, f),
             splits={k: jnp.asarray(v, f) for k, v in space.splits.items()},

@@ -119,6 +119,7 @@ class Space:
     inner: dict[str, list]  # INNER_AXES -> values (names, ints, seconds with NaN = optimal)
     counts: np.ndarray  # (n_counts,) valid splits per GPU count
     offsets: np.ndarray  # (n_counts + 1,) first layout row of each GPU count
+    gpu_overrides: dict = None  # {gpu name: {GPUSpec field: value}} replacing catalog values
 
     @property
     def inner_shape(self) -> tuple[int, ...]:
@@ -213,6 +214,7 @@ def build_space(space: DictConfig, model: DictConfig, global_batch: int, gpus_pe
                               "multiple of the node size (choose a matching cluster, e.g. cluster=nvl72)")
     for name in fabrics:
         load_option("fabric", name)
+    overrides = gpu_overrides(space, gpus)
     inner = {
         "gpu": gpus,
         "fabric": fabrics,
@@ -225,4 +227,21 @@ def build_space(space: DictConfig, model: DictConfig, global_batch: int, gpus_pe
                   np.zeros(n_gpus.size, np.int64), np.zeros(n_gpus.size + 1, np.int64))
     counts = np.array([proto._valid(int(n)).sum() for n in n_gpus], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(counts)])
-    return Space(space.name, n_gpus, splits, proto.global_batch, inner, counts, offsets)
+    return Space(space.name, n_gpus, splits, proto.global_batch, inner, counts, offsets, overrides)
+
+
+def gpu_overrides(space: DictConfig, gpus: list[str]) -> dict:
+    """``space.gpu_overrides`` checked: names in ``space.gpu``, fields of the GPU schema, values > 0."""
+    from ._types import GPUSpec
+
+    raw = space.get("gpu_overrides")
+    out = OmegaConf.to_container(raw, resolve=True) if isinstance(raw, DictConfig) else dict(raw or {})
+    for name, fields in out.items():
+        if name not in gpus:
+            raise ConfigError(f"space.gpu_overrides.{name} is not allowed: {name!r} is not in space.gpu={gpus}")
+        for key, value in fields.items():
+            if key not in GPUSpec._fields:
+                raise ConfigError(f"space.gpu_overrides.{name}.{key} is not allowed: one of {', '.join(GPUSpec._fields)}")
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                raise ConfigError(f"space.gpu_overrides.{name}.{key}={value!r} is not allowed: a finite number >= 0")
+    return out

@@ -33,7 +33,7 @@ from rich.progress import Progress
 from .._config import PRECISION, RECOMPUTE, ConfigError, to_config
 from .._engine import _stack
 from .._jct import Reason, estimate
-from .._space import OPTIMAL, _ckpt_values, int_axis
+from .._space import OPTIMAL, _ckpt_values, gpu_overrides, int_axis
 from .._types import FabricSpec, GPUSpec, Layout
 
 PENALTY = 1e30  # objective of a masked configuration (ranked below every real one)
@@ -61,7 +61,7 @@ class Evaluator:
         self.base = to_config(cfg, layout=False)
         self.axes, self.batch_size = axes, batch_size
         self.global_batch = int(cfg.training.global_batch)
-        self.gpu = _stack("gpu", axes["gpu"], GPUSpec, jnp.float64)
+        self.gpu = _stack("gpu", axes["gpu"], GPUSpec, jnp.float64, gpu_overrides(cfg.space, axes["gpu"]))
         self.fabric = _stack("fabric", axes["fabric"], FabricSpec, jnp.float64)
         self._fn = jax.jit(jax.vmap(estimate))
 

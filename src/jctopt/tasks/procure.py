@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 from rich.table import Table
 
@@ -31,7 +31,18 @@ def run_procure(cfg: DictConfig) -> pd.DataFrame:
     gpus = list(cfg.procure.gpus)
     if len(gpus) < 1 or len(set(gpus)) != len(gpus):
         raise ConfigError(f"procure.gpus={gpus!r} is not allowed: one or more distinct catalog GPU names")
-    c = configured(cfg, space__gpu=gpus)
+    raw = cfg.procure.prices
+    prices = OmegaConf.to_container(raw, resolve=True) if isinstance(raw, DictConfig) else dict(raw or {})
+    if not all(isinstance(v, (int, float)) and v > 0 for v in prices.values()):
+        raise ConfigError(f"procure.prices={prices!r} is not allowed: USD per GPU-hour > 0 for each GPU name")
+    unknown = set(prices) - set(gpus)
+    if unknown:
+        raise ConfigError(f"procure.prices has {sorted(unknown)} which are not in procure.gpus={gpus}")
+    raw = cfg.space.gpu_overrides
+    overrides = OmegaConf.to_container(raw, resolve=True) if isinstance(raw, DictConfig) else dict(raw or {})
+    for name, price in prices.items():
+        overrides.setdefault(name, {})["price_per_gpu_hour"] = float(price)
+    c = configured(cfg, space__gpu=gpus, space__gpu_overrides=overrides)
     deadline = float(cfg.job.deadline_days)
     cheapest = search(c, "best_per_group", "cost_usd", group_by=("gpu",), max_days=deadline)
     fastest = search(c, "best_per_group", "jct_s", group_by=("gpu",))
@@ -41,7 +52,8 @@ def run_procure(cfg: DictConfig) -> pd.DataFrame:
         meets = not hit.empty
         pick = hit if meets else fastest[fastest.gpu == gpu]
         if pick.empty:
-            rows.append({"gpu": gpu, "meets_deadline": False, "price_per_gpu_hour": load_option("gpu", gpu).price_per_gpu_hour})
+            price = overrides.get(gpu, {}).get("price_per_gpu_hour", load_option("gpu", gpu).price_per_gpu_hour)
+            rows.append({"gpu": gpu, "meets_deadline": False, "price_per_gpu_hour": price})
             continue
         r = pick.iloc[0].to_dict()
         r.update(meets_deadline=meets, days=r["jct_s"] / 86400.0,
