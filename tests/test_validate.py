@@ -83,10 +83,10 @@ BOUNDS = {
     "Korthikanti et al. 2022 (arXiv:2205.05198), Sec 6.3": 14.0,
     "MosaicML llm-foundry benchmarking README, \"A100 80GB with 1600 Gbps node-node interconnect (RoCE)\"": 15.0,
     "MosaicML llm-foundry benchmarking README, \"A100 40GB with 1600 Gbps node-node interconnect (RoCE)\"": 20.0,
-    "NeMo 24.07 performance_summary.md, Pretraining table": 21.0,
+    "NeMo 24.07 performance_summary.md, Pretraining table": 17.0,
     "PyTorch blog 2024-03-13 \"Maximizing training throughput using PyTorch FSDP\", Table 1": 30.0,
     "MosaicML llm-foundry benchmarking README, \"H100 80GB BF16 (Large Scale, >= 128 GPUs)\"": 32.0,
-    "Narayanan et al. 2021 (arXiv:2104.04473), Table 2": 35.0,
+    "Narayanan et al. 2021 (arXiv:2104.04473), Table 2": 26.0,
     "MosaicML llm-foundry benchmarking README, \"H100 80GB BF16\"": 36.0,
     "MosaicML llm-foundry benchmarking README, \"H100 80GB FP8\"": 45.0,
 }

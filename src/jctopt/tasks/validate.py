@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
 from .._config import CONF_DIR, ConfigError, load_option, to_config
-from .._jct import STEP_PARTS, Reason, estimate_batch, unmasked_step
+from .._jct import STEP_PARTS, Reason, estimate, estimate_batch, unmasked_step
 from ._search import pyplot, save_plot
 
 DEFAULT_RUNS = CONF_DIR.parents[1] / "shared" / "validation" / "runs_dev.csv"
@@ -37,7 +37,8 @@ DEFAULTS = {
     "sp": (0, "sequence parallelism off unless stated"),
     "cp": (1, "no context parallelism unless stated"),
     "ep": (1, "dense model"),
-    "recompute": ("none", "no activation recompute unless stated"),
+    "recompute": ("the least that fits", "none, else selective, else full: the first the memory model says "
+                  "fits (the run was measured, so it fit)"),
     "zero_stage": (0, "no optimizer sharding unless stated"),
     "vocab": ("by model family", "Llama 3: 128,256 (Dubey et al. 2024); Llama 2: 32,000 (Touvron et al. 2023); "
               "Nemotron: 256,000 (Nemotron-4, NVIDIA 2024); GPT-NeoX: 50,432 (Black et al. 2022, 20B.yml); "
@@ -174,7 +175,7 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     recompute = row.get("recompute")
     if _blank(recompute):
         used.append("recompute")
-        recompute = DEFAULTS["recompute"][0]
+        recompute = "none"  # place_rows raises it to the least recompute that fits
     if recompute not in RECOMPUTE:
         raise RowError(f"recompute={recompute!r} is not one of none, selective, full")
     tr.recompute = RECOMPUTE[recompute]
@@ -196,6 +197,8 @@ def place_rows(cfg: DictConfig, table: pd.DataFrame) -> tuple[list[dict], list[i
                "gpu": row.get("gpu")}
         try:
             rc, used = row_config(base, row)
+            if "recompute" in used:
+                rc = _least_recompute_that_fits(rc)
             configs.append(to_config(rc))
             index.append(i)
             out["gpu"] = rc.gpu.name
@@ -204,6 +207,20 @@ def place_rows(cfg: DictConfig, table: pd.DataFrame) -> tuple[list[dict], list[i
             out["reason"] = str(err)
         rows.append(out)
     return rows, index, configs
+
+
+_estimate_one = jax.jit(estimate)
+
+
+def _least_recompute_that_fits(rc: DictConfig) -> DictConfig:
+    """The row's config with recompute none, selective or full: the first that fits in memory."""
+    for mode in ("none", "selective", "full"):
+        rc.training.recompute = mode
+        est = _estimate_one(to_config(rc))
+        if Reason(int(est.reason)) != Reason.MEMORY:
+            return rc
+    rc.training.recompute = "none"
+    return rc
 
 
 def read_runs(runs: Path) -> pd.DataFrame:
