@@ -40,9 +40,9 @@ def test_gradient_checkpoint_interval_is_dalys_optimum(config, overrides):
 
 def test_bandwidth_threshold_hits_the_target(base):
     bw = G.min_nic_bandwidth(base, 0.25)
-    at = jctopt.estimate(G._with(base, "fabric", "nic_gbit", bw)).comm_share
+    at = jctopt.estimate(G.with_value(base, "fabric", "nic_gbit", bw)).comm_share
     assert float(at) == pytest.approx(0.25, abs=1e-6)
-    lower = jctopt.estimate(G._with(base, "fabric", "nic_gbit", bw * 0.9)).comm_share
+    lower = jctopt.estimate(G.with_value(base, "fabric", "nic_gbit", bw * 0.9)).comm_share
     assert float(lower) > 0.25
 
 
@@ -62,7 +62,7 @@ def test_fewest_gpus_for_deadline(compose):
     assert n in counts and out["deadline_jct_s"] <= 30 * 86400
     cfg = jctopt.to_config(compose("task=estimate"))
     previous = counts[counts.index(n) - 1]
-    est = jctopt.estimate(G._with(cfg, "layout", "n_gpus", float(previous)))
+    est = jctopt.estimate(G.with_value(cfg, "layout", "n_gpus", float(previous)))
     assert not (bool(est.feasible) and float(est.jct_s) <= 30 * 86400)  # one fewer step misses it
 
 
@@ -74,8 +74,8 @@ def test_sensitivity_against_closed_form_and_finite_differences(base):
     assert rows["job.tokens"]["jct_elasticity"] == pytest.approx((float(est.jct_s) - init) / float(est.jct_s), rel=1e-9)
     # central finite difference of ln JCT in ln(peak)
     h = 1e-4
-    up = jctopt.estimate(G._with(base, "gpu", "peak_bf16_tflops", float(base.gpu.peak_bf16_tflops) * math.exp(h)))
-    dn = jctopt.estimate(G._with(base, "gpu", "peak_bf16_tflops", float(base.gpu.peak_bf16_tflops) * math.exp(-h)))
+    up = jctopt.estimate(G.with_value(base, "gpu", "peak_bf16_tflops", float(base.gpu.peak_bf16_tflops) * math.exp(h)))
+    dn = jctopt.estimate(G.with_value(base, "gpu", "peak_bf16_tflops", float(base.gpu.peak_bf16_tflops) * math.exp(-h)))
     fd = (math.log(float(up.jct_s)) - math.log(float(dn.jct_s))) / (2 * h)
     assert rows["gpu.peak_bf16_tflops"]["jct_elasticity"] == pytest.approx(fd, rel=1e-4)
     assert all(np.isfinite(r["jct_elasticity"]) for r in rows.values())

@@ -255,7 +255,7 @@ class Engine:
         cols["ckpt_policy"] = pd.Categorical(np.where(np.isnan(ckpt), "daly", "fixed"), categories=["daly", "fixed"])
         for k, v in est._asdict().items():
             v = np.asarray(v)[:n]
-            cols[k] = v.astype(np.int64) if k in ("reason", "dp", "n_micro") else (
+            cols[k] = np.rint(v).astype(np.int64) if k in ("reason", "dp", "n_micro") else (
                 v if v.dtype == bool else v.astype(np.float64))
         cols["reason"] = pd.Categorical.from_codes(cols["reason"], categories=[r.name for r in Reason])
         cols["global_batch"] = cols["dp"] * cols["micro_batch"] * cols["n_micro"]

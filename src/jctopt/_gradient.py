@@ -77,23 +77,24 @@ def minimize_log(f: Callable, lo: float, hi: float) -> float:
     return math.exp(_bracketed_newton(g, u_lo, u_hi))
 
 
-def _with(cfg: Config, group: str, field: str, value) -> Config:
+def with_value(cfg: Config, group: str, field: str, value) -> Config:
+    """``cfg`` with ``cfg.<group>.<field>`` set to ``value`` (float64)."""
     part = getattr(cfg, group)
     return cfg._replace(**{group: part._replace(**{field: jnp.asarray(value, dtype=jnp.float64)})})
 
 
 def optimal_checkpoint_interval(cfg: Config) -> float:
     """Checkpoint interval (s of compute) that minimises the expected JCT (Daly 2006 model)."""
-    cfg = _with(cfg, "job", "ckpt_auto", 0.0)
+    cfg = with_value(cfg, "job", "ckpt_auto", 0.0)
     est = estimate(cfg)
     delta, mtbf = float(est.ckpt_write_s), float(est.mtbf_s)
-    jct = lambda tau: estimate(_with(cfg, "job", "ckpt_interval_s", tau)).jct_s  # noqa: E731
+    jct = lambda tau: estimate(with_value(cfg, "job", "ckpt_interval_s", tau)).jct_s  # noqa: E731
     return minimize_log(jct, 1e-3 * math.sqrt(delta * mtbf), min(1e3 * math.sqrt(delta * mtbf), 20 * mtbf))
 
 
 def min_nic_bandwidth(cfg: Config, comm_share: float, lo_gbit: float = 1.0, hi_gbit: float = 1e5) -> float:
     """NIC line rate (Gbit/s) at which exposed communication is ``comm_share`` of the step."""
-    share = lambda bw: estimate(_with(cfg, "fabric", "nic_gbit", bw)).comm_share  # noqa: E731
+    share = lambda bw: estimate(with_value(cfg, "fabric", "nic_gbit", bw)).comm_share  # noqa: E731
     return solve_log(share, comm_share, lo_gbit, hi_gbit)
 
 
@@ -106,7 +107,7 @@ def relaxed_gpu_bounds(cfg: Config, n_max: float) -> tuple[float, float]:
 
 
 def _jct_at(cfg: Config, n):
-    return estimate(_with(cfg, "layout", "n_gpus", n), relaxed=True).jct_s
+    return estimate(with_value(cfg, "layout", "n_gpus", n), relaxed=True).jct_s
 
 
 def min_gpus_for_deadline(cfg: Config, deadline_s: float, n_max: float = 1e6) -> float | None:
@@ -166,5 +167,5 @@ def round_gpus(cfg: Config, n_real: float, choose: str) -> int | None:
     if choose == "up":
         return int(above[0]) if above.size else None
     candidates = [int(x) for x in (below[-1:].tolist() + above[:1].tolist())]
-    jct = [float(estimate(_with(cfg, "layout", "n_gpus", float(n))).jct_s) for n in candidates]
+    jct = [float(estimate(with_value(cfg, "layout", "n_gpus", float(n))).jct_s) for n in candidates]
     return candidates[int(np.argmin(jct))] if candidates else None

@@ -54,7 +54,7 @@ def run_gradient(cfg: DictConfig) -> tuple[dict, pd.DataFrame]:
     # Rounded up to a valid count, the exact model may still miss by a hair: step up.
     counts = G.valid_gpu_counts(config)
     while n_valid is not None:
-        exact = estimate(G._with(config, "layout", "n_gpus", float(n_valid)))
+        exact = estimate(G.with_value(config, "layout", "n_gpus", float(n_valid)))
         if bool(exact.feasible) and float(exact.jct_s) <= deadline_s:
             out["deadline_jct_s"], out["deadline_cost_usd"] = float(exact.jct_s), float(exact.cost_usd)
             break

@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -71,10 +72,12 @@ def build(cfg: DictConfig, devices: list | None = None) -> tuple[Space, Engine]:
 
 
 def fingerprint(cfg: DictConfig) -> str:
+    """Hash of everything that decides a sweep's rows (not how it runs, not other tasks' settings)."""
     c = OmegaConf.to_container(cfg, resolve=True)
-    for key in RUN_ONLY:
-        c["sweep"].pop(key, None)
-    return hashlib.sha256(json.dumps(c, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    key = {k: c[k] for k in ("model", "fabric", "cluster", "training", "job", "space", "sweep")}
+    for name in RUN_ONLY:
+        key["sweep"].pop(name, None)
+    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def _write_atomic(table: pa.Table, path: Path) -> None:
@@ -236,8 +239,6 @@ def run_sweep(cfg: DictConfig, out: Path, *, process: tuple[int, int] = (0, 1), 
 
 
 def _main_thread() -> bool:
-    import threading
-
     return threading.current_thread() is threading.main_thread()
 
 
