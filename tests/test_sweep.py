@@ -9,7 +9,6 @@ import sys
 import time
 from pathlib import Path
 
-import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 import pytest
@@ -17,7 +16,7 @@ import pytest
 import jctopt
 from jctopt import ConfigError
 from jctopt._config import check_layout
-from jctopt._space import build_space, int_axis
+from jctopt._space import int_axis
 from jctopt.tasks.sweep import build, run_sweep
 
 SMALL = [  # a MoE model so that ep and cp splits are exercised; 4 x 2 inner combinations

@@ -367,6 +367,11 @@ def to_config(cfg: DictConfig, layout: bool = True) -> Config:
     )
 
 
+def as_dict(value: Any) -> dict:
+    """A mapping-valued setting (DictConfig, dict or None) as a plain dict."""
+    return OmegaConf.to_container(value, resolve=True) if isinstance(value, DictConfig) else dict(value or {})
+
+
 def load_option(group: str, name: str) -> DictConfig:
     """One catalog entry, e.g. ``load_option("gpu", "b200")``, typed by its schema."""
     schema = {"gpu": GPUConf, "fabric": FabricConf}[group]

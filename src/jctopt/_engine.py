@@ -63,6 +63,23 @@ def _stack(group: str, names: list[str], cls, dtype, overrides: dict | None = No
                                  dtype=dtype) for f in cls._fields})
 
 
+def ckpt_arrays(intervals_s, dtype) -> tuple[jax.Array, jax.Array]:
+    """(ckpt_auto, ckpt_interval_s) model inputs from intervals in s, NaN meaning Daly's optimum."""
+    auto = [1.0 if math.isnan(c) else 0.0 for c in intervals_s]
+    return jnp.asarray(auto, dtype), jnp.asarray([1.0 if math.isnan(c) else c for c in intervals_s], dtype)
+
+
+def with_choices(base: Config, gpu: GPUSpec, fabric: FabricSpec, layout: Layout, *, global_batch, micro_batch,
+                 recompute, zero_stage, fp8, ckpt_auto, ckpt_interval_s) -> Config:
+    """``base`` with the choices of one design-space point (scalars) or of a batch ((n,) arrays)."""
+    return base._replace(
+        gpu=gpu, fabric=fabric, layout=layout,
+        train=base.train._replace(global_batch=global_batch, micro_batch=micro_batch, recompute=recompute,
+                                  zero_stage=zero_stage, fp8=fp8),
+        job=base.job._replace(ckpt_auto=ckpt_auto, ckpt_interval_s=ckpt_interval_s),
+    )
+
+
 def chunks_for_process(n_chunks: int, process_index: int, process_count: int) -> range:
     """Chunks one host evaluates when ``process_count`` hosts share a sweep (round robin)."""
     return range(process_index, n_chunks, process_count)
@@ -101,6 +118,7 @@ class Engine:
         self.row_batch = min(ROW_BATCH, chunk_size)
         f = self.dtype
         inner = space.inner
+        ckpt_auto, ckpt_s = ckpt_arrays(inner["ckpt_interval_s"], f)
         self.tables = Tables(
             gpu=_stack("gpu", inner["gpu"], GPUSpec, f, space.gpu_overrides),
             fabric=_stack("fabric", inner["fabric"], FabricSpec, f),
@@ -109,8 +127,7 @@ class Engine:
             fp8=jnp.asarray([PRECISION[p] for p in inner["precision"]], f),
             recompute=jnp.asarray([RECOMPUTE[r] for r in inner["recompute"]], f),
             zero_stage=jnp.asarray(inner["zero_stage"], f),
-            ckpt_auto=jnp.asarray([1.0 if math.isnan(c) else 0.0 for c in inner["ckpt_interval_s"]], f),
-            ckpt_s=jnp.asarray([1.0 if math.isnan(c) else c for c in inner["ckpt_interval_s"]], f),
+            ckpt_auto=ckpt_auto, ckpt_s=ckpt_s,
         )
         self.base = jax.tree.map(lambda x: jnp.asarray(x, f), base)
         self.mesh = Mesh(np.array(self.devices), ("d",))
@@ -143,16 +160,12 @@ class Engine:
                         else dp * s["micro_batch"] * s["accum"])
         gi, fi = digits["gpu"], digits["fabric"]
         ci = digits["ckpt_interval_s"]
-        cfg = base._replace(
-            gpu=jax.tree.map(lambda a: a[gi], tables.gpu),
-            fabric=jax.tree.map(lambda a: a[fi], tables.fabric),
-            layout=Layout(n_gpus=n, tp=s["tp"], pp=s["pp"], cp=s["cp"], ep=s["ep"], vpp=s["vpp"]),
-            train=base.train._replace(global_batch=global_batch, micro_batch=s["micro_batch"],
-                                      recompute=tables.recompute[digits["recompute"]],
-                                      zero_stage=tables.zero_stage[digits["zero_stage"]],
-                                      fp8=tables.fp8[digits["precision"]]),
-            job=base.job._replace(ckpt_auto=tables.ckpt_auto[ci], ckpt_interval_s=tables.ckpt_s[ci]),
-        )
+        cfg = with_choices(
+            base, jax.tree.map(lambda a: a[gi], tables.gpu), jax.tree.map(lambda a: a[fi], tables.fabric),
+            Layout(n_gpus=n, tp=s["tp"], pp=s["pp"], cp=s["cp"], ep=s["ep"], vpp=s["vpp"]),
+            global_batch=global_batch, micro_batch=s["micro_batch"], recompute=tables.recompute[digits["recompute"]],
+            zero_stage=tables.zero_stage[digits["zero_stage"]], fp8=tables.fp8[digits["precision"]],
+            ckpt_auto=tables.ckpt_auto[ci], ckpt_interval_s=tables.ckpt_s[ci])
         index = dict(digits, n_gpus=count_i, split=split_i)
         return cfg, index
 

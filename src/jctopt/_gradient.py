@@ -113,7 +113,7 @@ def _jct_at(cfg: Config, n):
 def min_gpus_for_deadline(cfg: Config, deadline_s: float, n_max: float = 1e6) -> float | None:
     """Smallest (real) GPU count, layout otherwise fixed, whose expected JCT meets the deadline;
     None when even the fastest count in range misses it."""
-    lo, hi = relaxed_gpu_bounds(cfg, n_max)
+    lo, _ = relaxed_gpu_bounds(cfg, n_max)
     fastest = sync_wall(cfg, n_max)
     if float(_jct_at(cfg, fastest)) > deadline_s:
         return None

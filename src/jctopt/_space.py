@@ -25,7 +25,7 @@ from typing import Any, Mapping
 import numpy as np
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from ._config import PRECISION, RECOMPUTE, ConfigError, load_option
+from ._config import PRECISION, RECOMPUTE, ConfigError, as_dict, load_option
 
 INNER_AXES = ("gpu", "fabric", "precision", "recompute", "zero_stage", "ckpt_interval_s")
 SPLIT_AXES = ("tp", "pp", "cp", "ep", "vpp", "micro_batch", "accum")
@@ -234,8 +234,7 @@ def gpu_overrides(space: DictConfig, gpus: list[str]) -> dict:
     """``space.gpu_overrides`` checked: names in ``space.gpu``, fields of the GPU schema, values > 0."""
     from ._types import GPUSpec
 
-    raw = space.get("gpu_overrides")
-    out = OmegaConf.to_container(raw, resolve=True) if isinstance(raw, DictConfig) else dict(raw or {})
+    out = as_dict(space.get("gpu_overrides"))
     for name, fields in out.items():
         if name not in gpus:
             raise ConfigError(f"space.gpu_overrides.{name} is not allowed: {name!r} is not in space.gpu={gpus}")

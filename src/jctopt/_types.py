@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import jax
+import jax.numpy as jnp
 from jax import Array
 
 
@@ -112,6 +114,11 @@ class Job(NamedTuple):
     ckpt_interval_s: Array  # compute time between checkpoints (used when ckpt_auto == 0)
     ckpt_auto: Array  # 1 = Daly-optimal interval per configuration
     ckpt_async: Array  # 1 = asynchronous checkpoint (cost max(T_copy, T_flush))
+
+
+def stack(configs: list["Config"]) -> "Config":
+    """Configurations of scalars as one Config of (n,) arrays."""
+    return jax.tree.map(lambda *xs: jnp.stack(xs), *configs)
 
 
 class Config(NamedTuple):

@@ -23,6 +23,7 @@ from rich.console import Console
 
 from .. import _calibrate as Cal
 from .._config import ConfigError
+from .._types import stack
 from .validate import DEFAULT_RUNS, place_rows, read_runs
 
 
@@ -36,7 +37,7 @@ def problem_from_runs(cfg: DictConfig, runs: Path) -> tuple[Cal.Problem, pd.Data
         raise ConfigError(f"validate.runs={str(runs)!r}: no row can be placed with a measured step time")
     records = records.iloc[keep].reset_index(drop=True)
     gpus = tuple(sorted(set(records.gpu)))
-    batch = jax.tree.map(lambda *xs: jnp.stack(xs), *[configs[k] for k in keep])
+    batch = stack([configs[k] for k in keep])
     problem = Cal.Problem(batch, np.array([gpus.index(g) for g in records.gpu]), gpus, measured[keep],
                           Cal.source_weights(records.source.tolist()))
     return problem, records

@@ -31,7 +31,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 from .._config import PRECISION, RECOMPUTE, ConfigError, to_config
-from .._engine import _stack
+from .._engine import _stack, ckpt_arrays, with_choices
 from .._jct import Reason, estimate
 from .._space import OPTIMAL, _ckpt_values, gpu_overrides, int_axis
 from .._types import FabricSpec, GPUSpec, Layout
@@ -74,17 +74,15 @@ class Evaluator:
         fi = np.array([self.axes["fabric"].index(x) for x in col["fabric"]])
         dp = col["n_gpus"] / (col["tp"] * col["pp"] * col["cp"])
         gb = dp * col["micro_batch"] * col["accum"] if "accum" in col else np.full(len(pad), self.global_batch)
-        ckpt = [c for c in col["ckpt_interval_s"]]
+        ckpt_auto, ckpt_s = ckpt_arrays([math.nan if c == OPTIMAL else float(c) for c in col["ckpt_interval_s"]],
+                                        jnp.float64)
         batch = jax.tree.map(lambda x: jnp.broadcast_to(x, (len(pad),)), self.base)
-        cfg = batch._replace(
-            gpu=jax.tree.map(lambda a: a[gi], self.gpu), fabric=jax.tree.map(lambda a: a[fi], self.fabric),
-            layout=Layout(*(f(col[k]) for k in ("n_gpus", "tp", "pp", "cp", "ep", "vpp"))),
-            train=batch.train._replace(global_batch=f(gb), micro_batch=f(col["micro_batch"]),
-                                       recompute=f([RECOMPUTE[r] for r in col["recompute"]]),
-                                       zero_stage=f(col["zero_stage"]), fp8=f([PRECISION[p] for p in col["precision"]])),
-            job=batch.job._replace(ckpt_auto=f([1.0 if c == OPTIMAL else 0.0 for c in ckpt]),
-                                   ckpt_interval_s=f([1.0 if c == OPTIMAL else float(c) for c in ckpt])),
-        )
+        cfg = with_choices(
+            batch, jax.tree.map(lambda a: a[gi], self.gpu), jax.tree.map(lambda a: a[fi], self.fabric),
+            Layout(*(f(col[k]) for k in ("n_gpus", "tp", "pp", "cp", "ep", "vpp"))),
+            global_batch=f(gb), micro_batch=f(col["micro_batch"]), recompute=f([RECOMPUTE[r] for r in col["recompute"]]),
+            zero_stage=f(col["zero_stage"]), fp8=f([PRECISION[p] for p in col["precision"]]),
+            ckpt_auto=ckpt_auto, ckpt_interval_s=ckpt_s)
         est = self._fn(cfg)
         out = pd.DataFrame({k: np.asarray(getattr(est, k))[:n] for k in ("jct_s", "cost_usd", "mfu", "energy_kwh",
                                                                            "dp", "n_micro", "reason")})

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from rich.console import Console
 from rich.table import Table
 
-from .._config import ConfigError, load_option
+from .._config import ConfigError, as_dict, load_option
 from ._search import LAYOUT_COLUMNS, configured, json_row, layout_label, pyplot, save_plot, search
 
 OUTPUT_COLUMNS = ["jct_s", "days", "cost_usd", "gpu_hours", "price_per_gpu_hour", "energy_kwh", "energy_usd",
@@ -31,15 +31,13 @@ def run_procure(cfg: DictConfig) -> pd.DataFrame:
     gpus = list(cfg.procure.gpus)
     if len(gpus) < 1 or len(set(gpus)) != len(gpus):
         raise ConfigError(f"procure.gpus={gpus!r} is not allowed: one or more distinct catalog GPU names")
-    raw = cfg.procure.prices
-    prices = OmegaConf.to_container(raw, resolve=True) if isinstance(raw, DictConfig) else dict(raw or {})
+    prices = as_dict(cfg.procure.prices)
     if not all(isinstance(v, (int, float)) and v > 0 for v in prices.values()):
         raise ConfigError(f"procure.prices={prices!r} is not allowed: USD per GPU-hour > 0 for each GPU name")
     unknown = set(prices) - set(gpus)
     if unknown:
         raise ConfigError(f"procure.prices has {sorted(unknown)} which are not in procure.gpus={gpus}")
-    raw = cfg.space.gpu_overrides
-    overrides = OmegaConf.to_container(raw, resolve=True) if isinstance(raw, DictConfig) else dict(raw or {})
+    overrides = as_dict(cfg.space.gpu_overrides)
     for name, price in prices.items():
         overrides.setdefault(name, {})["price_per_gpu_hour"] = float(price)
     c = configured(cfg, space__gpu=gpus, space__gpu_overrides=overrides)

@@ -17,14 +17,14 @@ import re
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pandas as pd
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from rich.console import Console
 
 from .._config import CONF_DIR, ConfigError, load_option, to_config
 from .._jct import STEP_PARTS, Reason, estimate, estimate_batch, unmasked_step
+from .._types import stack
 from ._search import pyplot, save_plot
 
 DEFAULT_RUNS = CONF_DIR.parents[1] / "shared" / "validation" / "runs_dev.csv"
@@ -60,7 +60,6 @@ FABRICS = {
 }
 PRECISIONS = {"bf16": "bf16", "fp16": "fp16", "fp16_or_bf16": "bf16", "fp8": "fp8", "mxfp8": "fp8"}
 RECOMPUTE = {"none": "none", "selective": "selective", "full": "full"}
-BREAKDOWN = list(STEP_PARTS)
 
 
 VOCAB = [(r"llama.?3", 128256), (r"llama.?2", 32000), (r"nemotron", 256000), (r"neox", 50432), (r"", 51200)]
@@ -197,9 +196,7 @@ def place_rows(cfg: DictConfig, table: pd.DataFrame) -> tuple[list[dict], list[i
                "gpu": row.get("gpu")}
         try:
             rc, used = row_config(base, row)
-            if "recompute" in used:
-                rc = _least_recompute_that_fits(rc)
-            configs.append(to_config(rc))
+            configs.append(_least_recompute_that_fits(rc) if "recompute" in used else to_config(rc))
             index.append(i)
             out["gpu"] = rc.gpu.name
             out["defaults_used"] = ",".join(sorted(set(used)))
@@ -212,15 +209,16 @@ def place_rows(cfg: DictConfig, table: pd.DataFrame) -> tuple[list[dict], list[i
 _estimate_one = jax.jit(estimate)
 
 
-def _least_recompute_that_fits(rc: DictConfig) -> DictConfig:
-    """The row's config with recompute none, selective or full: the first that fits in memory."""
+def _least_recompute_that_fits(rc: DictConfig):
+    """The row's model config with recompute none, selective or full: the first that fits in
+    memory (none when nothing fits)."""
+    configs = []
     for mode in ("none", "selective", "full"):
         rc.training.recompute = mode
-        est = _estimate_one(to_config(rc))
-        if Reason(int(est.reason)) != Reason.MEMORY:
-            return rc
-    rc.training.recompute = "none"
-    return rc
+        configs.append(to_config(rc))
+        if Reason(int(_estimate_one(configs[-1]).reason)) != Reason.MEMORY:
+            return configs[-1]
+    return configs[0]
 
 
 def read_runs(runs: Path) -> pd.DataFrame:
@@ -237,13 +235,13 @@ def run_validate(cfg: DictConfig, runs: Path) -> pd.DataFrame:
     table = read_runs(runs)
     rows, index, configs = place_rows(cfg, table)
     df = pd.DataFrame(rows)
-    for col in ("predicted_iter_time_s", "predicted_mfu_pct", "abs_pct_error", *BREAKDOWN, "mem_total_gb"):
+    for col in ("predicted_iter_time_s", "predicted_mfu_pct", "abs_pct_error", *STEP_PARTS, "mem_total_gb"):
         df[col] = np.nan
     df["model_reason"] = None
     if configs:
-        batch = jax.tree.map(lambda *xs: jnp.stack(xs), *configs)
+        batch = stack(configs)
         est = estimate_batch(batch)
-        comp = {k: np.asarray(getattr(est, k)) for k in BREAKDOWN}
+        comp = {k: np.asarray(getattr(est, k)) for k in STEP_PARTS}
         step = np.asarray(unmasked_step(est))  # OOM rows keep their prediction
         n = np.asarray(batch.layout.n_gpus)
         peak = 1e12 * np.where(np.asarray(batch.train.fp8) > 0, np.asarray(batch.gpu.peak_fp8_tflops),
@@ -253,7 +251,7 @@ def run_validate(cfg: DictConfig, runs: Path) -> pd.DataFrame:
         for j, i in enumerate(index):
             df.loc[i, "predicted_iter_time_s"] = step[j]
             df.loc[i, "predicted_mfu_pct"] = mfu[j]
-            for k in BREAKDOWN:
+            for k in STEP_PARTS:
                 df.loc[i, k] = comp[k][j]
             df.loc[i, "mem_total_gb"] = float(np.asarray(est.mem_total)[j]) / 1e9
             if reasons[j] != "OK":
