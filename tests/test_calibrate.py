@@ -6,8 +6,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from omegaconf import OmegaConf
 
 from jctopt import _calibrate as Cal
+from jctopt._config import load_option
 from jctopt.tasks import calibrate
 
 RUNS = Path(__file__).resolve().parents[2] / "shared" / "validation" / "runs_dev.csv"
@@ -19,12 +21,20 @@ def problem(compose):
     return problem, records
 
 
-def test_pack_unpack_round_trip(problem):
+def test_zero_offsets_are_the_catalog(problem):
     prior = Cal.catalog_values(problem[0])
-    back = Cal.unpack(Cal.pack(prior), len(problem[0].gpus))
+    z = jnp.zeros(len(Cal.GPU_PARAMS) * (1 + len(problem[0].gpus)) + 1)
+    back = Cal.values_from(z, prior)
     for p in Cal.GPU_PARAMS:
         np.testing.assert_allclose(back["gpu"][p], prior["gpu"][p], rtol=1e-12)
     assert float(back["overlap_eta"]) == pytest.approx(prior["overlap_eta"])
+
+
+def test_transfer_moves_specs_by_the_shared_offset():
+    """logit(0.5) + log(3) -> 0.75; log(64) + log(2) -> 128; a catalog 0 (no fp8) stays 0."""
+    moved = Cal.transfer({"matmul_eff": np.log(3.0), "matmul_half_dim": np.log(2.0), "fp8_matmul_eff": 1.0},
+                         {"matmul_eff": 0.5, "matmul_half_dim": 64.0, "fp8_matmul_eff": 0.0})
+    assert moved == pytest.approx({"matmul_eff": 0.75, "matmul_half_dim": 128.0, "fp8_matmul_eff": 0.0})
 
 
 def test_source_weights_equal_per_source():
@@ -44,7 +54,7 @@ def test_fit_recovers_known_parameters(problem):
     synthetic = p._replace(measured_s=np.asarray(Cal.step_times(jax.tree.map(jnp.asarray, truth), p)))
     before = np.abs(np.asarray(Cal.step_times(jax.tree.map(jnp.asarray, prior), synthetic)) / synthetic.measured_s - 1)
     # A weak prior: this checks that gradient descent through the model finds the optimum.
-    fitted, loss = Cal.fit(synthetic, prior, max_iter=500, prior_weight=1e-6)
+    fitted = Cal.fit(synthetic, prior, max_iter=500, prior_weight=1e-6).values
     after = np.abs(np.asarray(Cal.step_times(jax.tree.map(jnp.asarray, fitted), synthetic)) / synthetic.measured_s - 1)
     assert np.median(before) > 0.08
     assert np.median(after) < 0.005 and np.percentile(after, 90) < 0.02
@@ -54,6 +64,32 @@ def test_fit_recovers_known_parameters(problem):
 
 def test_calibration_lowers_error_on_published_runs(compose):
     fitted, records = calibrate.run_calibrate(compose("task=calibrate"), RUNS, loso=False)
-    assert records.fitted_abs_pct_error.median() < records.catalog_abs_pct_error.median()
-    assert set(fitted["gpu"]) == {"a100_40gb", "a100_80gb", "h100_sxm"}
+    assert records.fitted_abs_pct_error.median() <= records.catalog_abs_pct_error.median() + 0.05
+    rows = {g for g, v in fitted["gpu"].items() if v["from"] == "rows"}
+    assert rows == {"a100_40gb", "a100_80gb", "h100_sxm"}
+    assert set(fitted["gpu"]) == set(calibrate.catalog_gpus())
     assert all(0 < v["matmul_eff"] < 1 for v in fitted["gpu"].values())
+    assert fitted["gpu"]["a100_80gb"]["fp8_matmul_eff"] == 0.0  # no fp8 tensor cores
+
+
+def test_shipped_catalogs_carry_the_calibration(compose):
+    """The record conf/calibration.yaml and the catalogs agree (4 significant digits)."""
+    record = OmegaConf.load(calibrate.CALIBRATION_RECORD)
+    for name, values in record.gpu.items():
+        spec = load_option("gpu", name)
+        for key, value in values.items():
+            if key != "from":
+                assert spec[key] == pytest.approx(value, rel=1e-3), (name, key)
+    for preset in calibrate.TRAINING_PRESETS:
+        cfg = compose(f"training={preset}")
+        assert cfg.training.overlap_eta == pytest.approx(record.training.overlap_eta, rel=1e-3)
+
+
+def test_set_values_keeps_other_lines_and_comments(tmp_path):
+    path = tmp_path / "g.yaml"
+    path.write_text("name: g\nmatmul_eff: 0.8     # MAMF 0.8\nmem_eff: 0.9\n")
+    calibrate._set_values(path, {"matmul_eff": 0.7123456}, "calibrated 2026-01-01")
+    lines = path.read_text().splitlines()
+    assert lines[0] == "name: g" and lines[2] == "mem_eff: 0.9"
+    assert lines[1].startswith("matmul_eff: 0.7123") and "was 0.8" in lines[1] and "MAMF 0.8" in lines[1]
+    assert OmegaConf.load(path).matmul_eff == pytest.approx(0.7123, abs=1e-4)

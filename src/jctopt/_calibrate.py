@@ -1,12 +1,15 @@
 """Fit a few global efficiency parameters to measured step times by gradient descent.
 
 Per GPU type: large-GEMM efficiency (bf16 and fp8), the GEMM dimension at which efficiency
-halves, and the streaming-HBM efficiency; globally: the overlap efficiency eta. Not one knob
-per row. The loss is the squared log error of the step time, each source weighted equally
-(MPT is three quarters of the rows), plus a weak pull towards the catalog values so that a
-parameter the data cannot see stays where the specs put it. Parameters live in an
-unconstrained space (logit for fractions, log for the dimension) and are fitted with BFGS
-through the differentiable model (``jax.scipy.optimize.minimize``).
+halves, the fused-attention efficiency and the streaming-HBM efficiency; globally: the
+overlap efficiency eta. Not one knob per row. The loss is the squared log error of the step
+time, each source weighted equally (MPT is three quarters of the rows), plus a weak pull
+towards the catalog values so that a parameter the data cannot see stays where the specs put
+it. Each parameter lives in an unconstrained space (logit for fractions, log for the
+dimension) as catalog value + an offset shared by every GPU + a per-GPU deviation: what the
+software stacks lose against the specs on every GPU is learned once and carries over to GPU
+types with no rows (``transfer``). Fitted with BFGS through the differentiable model
+(``jax.scipy.optimize.minimize``).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from jax.scipy.optimize import minimize
 from ._jct import estimate, unmasked_step
 from ._types import Config
 
-GPU_PARAMS = ("matmul_eff", "fp8_matmul_eff", "matmul_half_dim", "mem_eff")
+GPU_PARAMS = ("matmul_eff", "fp8_matmul_eff", "matmul_half_dim", "attn_eff", "mem_eff")
 LOG_PARAMS = {"matmul_half_dim"}  # positive, unbounded; the rest are fractions in (0, 1)
 # Pull towards the catalog, per parameter. 1e-2 keeps the fitted values physical (with 1e-4 the
 # fit reaches 6.4 % median error on runs_dev.csv but with eta ~ 0 and A100-40GB HBM at 36 %,
@@ -48,15 +51,26 @@ def _inv(name, z):
     return jnp.exp(z) if name in LOG_PARAMS else jax.nn.sigmoid(z)
 
 
-def pack(values: dict) -> jnp.ndarray:
-    """{"gpu": {param: (n_gpus,)}, "overlap_eta": scalar} -> unconstrained vector."""
-    parts = [_fwd(p, jnp.asarray(values["gpu"][p])) for p in GPU_PARAMS]
-    return jnp.concatenate(parts + [_fwd("overlap_eta", jnp.asarray(values["overlap_eta"]))[None]])
+def split(z: jnp.ndarray, n_gpus: int):
+    """Unconstrained vector -> (shared offsets (n_params,), per-GPU deviations (n_params, n_gpus), eta)."""
+    k = len(GPU_PARAMS)
+    return z[:k], z[k:k + k * n_gpus].reshape(k, n_gpus), z[-1]
 
 
-def unpack(z: jnp.ndarray, n_gpus: int) -> dict:
-    gpu = {p: _inv(p, z[i * n_gpus:(i + 1) * n_gpus]) for i, p in enumerate(GPU_PARAMS)}
-    return {"gpu": gpu, "overlap_eta": _inv("overlap_eta", z[-1])}
+def values_from(z: jnp.ndarray, prior: dict) -> dict:
+    """{"gpu": {param: (n_gpus,)}, "overlap_eta": scalar}: the catalog values moved by the shared
+    offset and each GPU's deviation, in the unconstrained space."""
+    n_gpus = len(prior["gpu"][GPU_PARAMS[0]])
+    shared, dev, eta = split(z, n_gpus)
+    gpu = {p: _inv(p, _fwd(p, jnp.asarray(prior["gpu"][p])) + shared[i] + dev[i]) for i, p in enumerate(GPU_PARAMS)}
+    return {"gpu": gpu, "overlap_eta": _inv("overlap_eta", _fwd("overlap_eta", jnp.asarray(prior["overlap_eta"])) + eta)}
+
+
+def transfer(shared: dict, spec: dict) -> dict:
+    """Values for a GPU without rows: its catalog (spec) values moved by the shared offsets
+    ``{param: offset}`` of a fit. A catalog 0 (no fp8 tensor cores) stays 0."""
+    return {p: (float(_inv(p, _fwd(p, jnp.asarray(v)) + shared[p])) if v > 0 else 0.0)
+            for p, v in spec.items() if p in shared}
 
 
 def catalog_values(problem: Problem) -> dict:
@@ -77,18 +91,27 @@ def step_times(values: dict, problem: Problem) -> jnp.ndarray:
     return unmasked_step(est)
 
 
-def loss(z: jnp.ndarray, problem: Problem, z_prior: jnp.ndarray, prior_weight: float = PRIOR_WEIGHT) -> jnp.ndarray:
-    pred = step_times(unpack(z, len(problem.gpus)), problem)
+def loss(z: jnp.ndarray, problem: Problem, prior: dict, prior_weight: float = PRIOR_WEIGHT) -> jnp.ndarray:
+    pred = step_times(values_from(z, prior), problem)
     err = jnp.log(pred) - jnp.log(problem.measured_s)
-    return jnp.sum(problem.weight * err**2) + prior_weight * jnp.mean((z - z_prior) ** 2)
+    return jnp.sum(problem.weight * err**2) + prior_weight * jnp.mean(z**2)
 
 
-def fit(problem: Problem, prior: dict, max_iter: int = 200, prior_weight: float = PRIOR_WEIGHT) -> tuple[dict, float]:
-    """(fitted values, final loss), starting from and pulled towards ``prior``."""
-    z_prior = pack(prior)
-    objective = jax.jit(lambda z: loss(z, problem, z_prior, prior_weight))
-    res = minimize(objective, z_prior, method="BFGS", options={"maxiter": max_iter})
-    return jax.tree.map(np.asarray, unpack(res.x, len(problem.gpus))), float(res.fun)
+class Fit(NamedTuple):
+    values: dict  # {"gpu": {param: (n_gpus,)}, "overlap_eta": float}
+    shared: dict  # {param: offset in the unconstrained space}, for ``transfer``
+    loss: float
+
+
+def fit(problem: Problem, prior: dict, max_iter: int = 200, prior_weight: float = PRIOR_WEIGHT) -> Fit:
+    """Fitted values, starting from and pulled towards ``prior`` (the catalog)."""
+    prior = jax.tree.map(jnp.asarray, prior)
+    z0 = jnp.zeros(len(GPU_PARAMS) * (1 + len(problem.gpus)) + 1)
+    objective = jax.jit(lambda z: loss(z, problem, prior, prior_weight))
+    res = minimize(objective, z0, method="BFGS", options={"maxiter": max_iter})
+    shared, _, _ = split(res.x, len(problem.gpus))
+    return Fit(jax.tree.map(np.asarray, values_from(res.x, prior)),
+               {p: float(shared[i]) for i, p in enumerate(GPU_PARAMS)}, float(res.fun))
 
 
 def subset(problem: Problem, rows: np.ndarray) -> Problem:

@@ -137,15 +137,18 @@ def layer_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp):
     up = gemm_time(expert_tokens, h, (1.0 + m.glu) * m.ffn_hidden / tp, rate, g)
     down = gemm_time(expert_tokens, m.ffn_hidden / tp, h, rate, g)
     mlp = m.n_experts * (up + down)
-    # Attention core: per head, (s/cp x d) @ (d x s) and (s/cp x s) @ (s x d), bf16 even in fp8.
-    # Fused (flash) kernels never write the s x s scores, so only the compute side counts;
-    # the thin head dimension d sets the shape efficiency.
-    bf16 = 1e12 * g.peak_bf16_tflops * g.matmul_eff
+    # Attention core, forward: per head (s/cp x d) @ (d x s) and (s/cp x s) @ (s x d), bf16
+    # even in fp8. A fused (flash) kernel never writes the s x s scores, skips the masked half
+    # of a causal square and runs at attn_eff of the bf16 peak, its FLOPs counted as
+    # FlashAttention's benchmarks count them (Dao 2023, Sec. 4.1); unfused, the full square
+    # runs as two thin GEMMs (head dimension d) and scores, softmax and dropout are written
+    # and re-read, ~12 bytes per score.
     core_flops = 4.0 * t.micro_batch * t.seq_len * t.seq_len * h / (tp * cp)
-    core = core_flops / (bf16 * d / (d + g.matmul_half_dim))
-    # Unfused attention writes and re-reads scores, softmax and dropout: ~12 bytes per score.
+    flash = 0.5 * core_flops / (1e12 * g.peak_bf16_tflops * g.attn_eff)
     scores = t.micro_batch * m.n_heads / tp * t.seq_len * t.seq_len / cp
-    core = core + (1.0 - t.flash_attention) * 12.0 * scores / hbm_rate(g)
+    bf16 = 1e12 * g.peak_bf16_tflops * g.matmul_eff
+    unfused = core_flops / (bf16 * d / (d + g.matmul_half_dim)) + 12.0 * scores / hbm_rate(g)
+    core = jnp.where(t.flash_attention > 0, flash, unfused)
     # Elementwise traffic (bytes, bf16): two norms, two residual adds, dropouts (read + write
     # of b s h each), activation function over ffn; norms/dropouts split by tp under SP.
     sp_div = jnp.where(t.seq_parallel > 0, tp, 1.0)
@@ -154,18 +157,32 @@ def layer_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp):
     return qkv + proj + mlp, core, elementwise
 
 
+CROSS_ENTROPY_BYTES = 20.0
+
+
+def core_backward_factor(t: Training):
+    """Backward / forward time of the attention core: 2 for the two unfused GEMMs' gradients;
+    2.5 for a flash kernel, which recomputes the scores blockwise (Dao et al. 2022, Alg. 4;
+    FlashAttention benchmarks count backward FLOPs as 2.5x forward)."""
+    return jnp.where(t.flash_attention > 0, 2.5, 2.0)
+
+
 def microbatch_compute_time(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, layers_per_stage, last_stage):
     """Forward + backward (+ recompute) compute time (s) of one micro-batch on one stage.
 
-    Backward costs 2x forward (Narayanan 2021 Sec. 5.1). ``last_stage`` (0/1) adds the
-    output logits GEMM and its softmax.
+    Backward costs 2x forward (Narayanan 2021 Sec. 5.1), the flash attention core 2.5x.
+    ``last_stage`` (0/1) adds the output logits GEMM and the cross-entropy over them.
     """
     gemm, core, elem = layer_times(m, g, t, tp, cp)
     recompute = jnp.where(t.recompute >= 2, gemm + core + elem, jnp.where(t.recompute >= 1, core, 0.0))
-    per_layer = 3.0 * (gemm + core + elem) + recompute
+    per_layer = 3.0 * (gemm + elem) + (1.0 + core_backward_factor(t)) * core + recompute
     tokens = t.micro_batch * t.seq_len / cp
     logits = 3.0 * gemm_time(tokens, m.hidden, m.vocab / tp, matmul_peak_flops(g, t), g)
-    return layers_per_stage * per_layer + last_stage * logits
+    # Cross-entropy over tokens x V/tp logits, memory bound: upcast to fp32, max and sum-exp
+    # reads, the fp32 softmax kept for backward, the bf16 gradient written: ~20 bytes per
+    # logit (engineering estimate; Megatron's vocab-parallel cross-entropy keeps fp32 logits).
+    loss = CROSS_ENTROPY_BYTES * tokens * m.vocab / tp / hbm_rate(g)
+    return layers_per_stage * per_layer + last_stage * (logits + loss)
 
 
 def optimizer_time(local_params, g: GPUSpec):

@@ -58,6 +58,7 @@ class GPUConf:
     matmul_eff: float = MISSING
     fp8_matmul_eff: float = 0.0
     matmul_half_dim: float = MISSING
+    attn_eff: float = MISSING
     mem_eff: float = MISSING
     nvlink_eff: float = MISSING
     nvls_eff: float = 0.0
@@ -124,6 +125,7 @@ class TrainingConf:
     grad_bytes: float = 2.0
     grad_compression: float = 1.0
     overlap_eta: float = 0.9
+    mp_comm_overlap: bool = False
     bucket_mparams: float = 25.0
     reserved_gb: float = 4.0
 
@@ -222,6 +224,13 @@ class ValidateConf:
 
 
 @dataclass
+class CalibrateConf:
+    # Write the fitted values into the catalogs (conf/gpu/*.yaml, conf/training/*.yaml) and
+    # the record conf/calibration.yaml: they become the shipped defaults.
+    apply: bool = False
+
+
+@dataclass
 class AppConf:
     task: Any = MISSING
     model: ModelConf = field(default_factory=ModelConf)
@@ -239,6 +248,7 @@ class AppConf:
     gradient: GradientConf = field(default_factory=GradientConf)
     optimize: OptimizeConf = field(default_factory=OptimizeConf)
     validate: ValidateConf = field(default_factory=ValidateConf)
+    calibrate: CalibrateConf = field(default_factory=CalibrateConf)
 
 
 def register_configs() -> None:

@@ -156,7 +156,13 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     # TP: 2 all-reduces forward, 2 backward per layer, 2 more when recomputing
     # (Megatron, Shoeybi 2019 Fig. 4); SP's all-gather + reduce-scatter move the same bytes.
     n_tp = layers_per_stage * (4.0 + 2.0 * recompute_full)
-    tp_mb = n_tp * K.all_reduce(act_bytes, lay.tp, 1.0, g, f, c)
+    tp_raw = n_tp * K.all_reduce(act_bytes, lay.tp, 1.0, g, f, c)
+    # With mp_comm_overlap the collectives are split into chunks pipelined with the GEMMs
+    # that produce and consume them (Transformer Engine userbuffers, Megatron --tp-comm-overlap;
+    # Wang et al. 2023, "Overlap communication with dependent computation").
+    mp_overlap = jnp.where(t.mp_comm_overlap > 0, t.overlap_eta, 0.0)
+    gemm_window = layers_per_stage * (3.0 + recompute_full) * gemm
+    tp_mb = overlap(tp_raw, gemm_window, mp_overlap)
     # CP: K and V of the full sequence gathered forward, gathered + reduce-scattered backward,
     # hidden behind the attention core (ring attention, Liu et al. 2023).
     kv_bytes = 2.0 * 2.0 * t.micro_batch * t.seq_len * m.n_kv_heads * C.head_dim(m) / lay.tp
@@ -171,7 +177,10 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     pp_stride = lay.tp * lay.cp * dp
     p2p_bytes = act_bytes / jnp.where(t.seq_parallel > 0, lay.tp, 1.0)
     crosses = pp_stride >= g.nvlink_domain
-    pp_mb = jnp.where(lay.pp > 1, 2.0 * lay.vpp * K.p2p(p2p_bytes, crosses, g, f, c), 0.0)
+    pp_raw = jnp.where(lay.pp > 1, 2.0 * lay.vpp * K.p2p(p2p_bytes, crosses, g, f, c), 0.0)
+    # Interleaved schedules post the next chunk's sends/receives during this chunk's compute
+    # (Megatron --overlap-p2p-communication); 1F1B waits for them.
+    pp_mb = overlap(pp_raw, t_comp_mb, jnp.where(lay.vpp > 1, mp_overlap, 0.0))
 
     t_mb = t_comp_mb + tp_mb + cp_mb + ep_mb + pp_mb
     # 1F1B bubble (p-1)/M, interleaved (p-1)/(v M) (Narayanan 2021 Sec. 2.2).
@@ -186,17 +195,24 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     wire = t.grad_bytes * t.grad_compression
     dp_group = dp * lay.cp
     edp_group = jnp.maximum(dp_group / lay.ep, 1.0)
-    grad_sync = (K.all_reduce(wire * dense, dp_group, lay.tp, g, f, c)
-                 + K.all_reduce(wire * expert, edp_group, lay.tp * lay.ep, g, f, c))
+    z3 = jnp.where(t.zero_stage >= 3, 1.0, 0.0)
+    # ZeRO-3/FSDP shards the gradients: each micro-batch reduce-scatters them (below) instead
+    # of one all-reduce per step.
+    grad_sync = (1.0 - z3) * (K.all_reduce(wire * dense, dp_group, lay.tp, g, f, c)
+                              + K.all_reduce(wire * expert, edp_group, lay.tp * lay.ep, g, f, c))
     # DDP buckets: the last bucket cannot overlap; the rest hides behind the last backward.
     bucket = jnp.minimum(1e6 * t.bucket_mparams / (dense + expert), 1.0)
     last_bucket = bucket * grad_sync
     backward_window = 2.0 / 3.0 * t_comp_mb
     dp_exposed = last_bucket + overlap(grad_sync - last_bucket, backward_window, t.overlap_eta)
-    # ZeRO-3: parameters gathered forward and backward every micro-batch, prefetched behind it.
-    z3 = jnp.where(t.zero_stage >= 3, 1.0, 0.0)
-    gather_raw = z3 * 2.0 * (K.all_gather(Mem.WEIGHT_BYTES * dense, dp_group, lay.tp, g, f, c)
-                             + K.all_gather(Mem.WEIGHT_BYTES * expert, edp_group, lay.tp * lay.ep, g, f, c))
+    # ZeRO-3: every micro-batch gathers the parameters forward and again backward, and
+    # reduce-scatters the gradients, layer by layer, prefetched behind compute
+    # (Rajbhandari et al. 2020 Sec. 7.2.2: 3x the parameter bytes per pass, vs 2x for DDP).
+    per_pass = (K.all_gather(Mem.WEIGHT_BYTES * dense, dp_group, lay.tp, g, f, c)
+                + K.all_gather(Mem.WEIGHT_BYTES * expert, edp_group, lay.tp * lay.ep, g, f, c))
+    grad_pass = (K.all_gather(wire * dense, dp_group, lay.tp, g, f, c)
+                 + K.all_gather(wire * expert, edp_group, lay.tp * lay.ep, g, f, c))
+    gather_raw = z3 * (2.0 * per_pass + grad_pass)
     z3_exposed = n_micro * overlap(gather_raw, t_comp_mb, t.overlap_eta)
     shard = jnp.where(t.zero_stage >= 1, dp_group, 1.0)
     owned_params = (dense + expert) / shard  # optimizer state this GPU updates and saves
@@ -239,7 +255,7 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
 
     model_flops = C.model_flops_per_step(m, t)
     comm_exposed = n_micro * (tp_mb + cp_mb + ep_mb + pp_mb) + dp_exposed + z3_exposed
-    comm_raw = n_micro * (tp_mb + cp_raw + ep_mb + pp_mb + gather_raw) + grad_sync
+    comm_raw = n_micro * (tp_raw + cp_raw + ep_mb + pp_raw + gather_raw) + grad_sync
     hours = lay.n_gpus * jct / 3600.0
     energy = hours * g.tdp_w * c.power_frac * c.pue / 1000.0
     peak = 1e12 * jnp.where(t.fp8 > 0, g.peak_fp8_tflops, g.peak_bf16_tflops)

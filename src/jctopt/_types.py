@@ -44,6 +44,7 @@ class GPUSpec(NamedTuple):
     matmul_eff: Array  # best achieved / peak for large bf16 GEMMs
     fp8_matmul_eff: Array  # best achieved / peak for large fp8 GEMMs
     matmul_half_dim: Array  # GEMM dimension at which efficiency is half its maximum
+    attn_eff: Array  # fused (flash) attention fwd+bwd achieved / bf16 peak, FLOPs counted as FlashAttention does
     mem_eff: Array  # achieved / peak HBM bandwidth for streaming kernels
     nvlink_eff: Array  # ring all-reduce bus bandwidth / nvlink_gbps
     nvls_eff: Array  # NVLS all-reduce bus bandwidth / (2 * nvlink_gbps)
@@ -105,6 +106,7 @@ class Training(NamedTuple):
     grad_bytes: Array  # bytes per gradient element on the wire
     grad_compression: Array  # wire bytes / uncompressed bytes (1 = none)
     overlap_eta: Array  # fraction of the overlap window that hides DP traffic
+    mp_comm_overlap: Array  # 1 = TP collectives pipelined with the GEMMs, PP sends with compute
     bucket_mparams: Array  # DDP bucket size, millions of parameters
     reserved_gb: Array  # CUDA context, NCCL buffers, allocator fragmentation per GPU
 

@@ -6,12 +6,15 @@ time (``jctopt._calibrate``), then refits once per source with that source left 
 predicts it (leave-one-source-out). Writes, in the run directory, ``calibration.yaml``
 (per-GPU values and eta, with the data file, its SHA-256, the date, the rows and the errors)
 and ``calibrate.parquet`` (each row: measured, catalog, fitted and left-out predictions).
+GPU types without rows get their spec values moved by the fit's shared offsets
+(``_calibrate.transfer``). ``calibrate.apply=true`` writes the values into the catalogs.
 """
 
 from __future__ import annotations
 
 import datetime
 import hashlib
+import re
 from pathlib import Path
 
 import jax
@@ -22,9 +25,12 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
 from .. import _calibrate as Cal
-from .._config import ConfigError
+from .._config import CONF_DIR, ConfigError, load_option
 from .._types import stack
 from .validate import DEFAULT_RUNS, place_rows, read_runs
+
+CALIBRATION_RECORD = CONF_DIR / "calibration.yaml"
+TRAINING_PRESETS = ("megatron", "modern")
 
 
 def problem_from_runs(cfg: DictConfig, runs: Path) -> tuple[Cal.Problem, pd.DataFrame]:
@@ -47,24 +53,40 @@ def _pct(pred, measured) -> np.ndarray:
     return 100.0 * np.abs(np.asarray(pred) / measured - 1.0)
 
 
+def catalog_gpus() -> list[str]:
+    return sorted(p.stem for p in (CONF_DIR / "gpu").glob("*.yaml"))
+
+
 def run_calibrate(cfg: DictConfig, runs: Path, loso: bool = True) -> tuple[dict, pd.DataFrame]:
-    """(fitted values, per-row table with catalog, fitted and leave-one-source-out errors)."""
+    """(fitted values for every catalog GPU, per-row table with catalog, fitted and
+    leave-one-source-out errors)."""
     problem, records = problem_from_runs(cfg, runs)
     prior = Cal.catalog_values(problem)
-    fitted, final_loss = Cal.fit(problem, prior)
+    result = Cal.fit(problem, prior)
     records["catalog_s"] = np.asarray(Cal.step_times(jax.tree.map(jnp.asarray, prior), problem))
-    records["fitted_s"] = np.asarray(Cal.step_times(jax.tree.map(jnp.asarray, fitted), problem))
+    records["fitted_s"] = np.asarray(Cal.step_times(jax.tree.map(jnp.asarray, result.values), problem))
     records["loso_s"] = np.nan
     if loso:
         for source in records.source.unique():
             held = (records.source == source).to_numpy()
-            values, _ = Cal.fit(Cal.subset(problem, np.flatnonzero(~held)), prior)
-            pred = np.asarray(Cal.step_times(jax.tree.map(jnp.asarray, values), problem))
+            left_out = Cal.fit(Cal.subset(problem, np.flatnonzero(~held)), prior)
+            pred = np.asarray(Cal.step_times(jax.tree.map(jnp.asarray, left_out.values), problem))
             records.loc[held, "loso_s"] = pred[held]
     for kind in ("catalog", "fitted", "loso"):
         records[f"{kind}_abs_pct_error"] = _pct(records[f"{kind}_s"], records.measured_iter_time_s.to_numpy(float))
-    out = {"gpu": {g: {p: float(fitted["gpu"][p][k]) for p in Cal.GPU_PARAMS} for k, g in enumerate(problem.gpus)},
-           "training": {"overlap_eta": float(fitted["overlap_eta"])}, "loss": final_loss}
+    gpu = {}
+    for name in catalog_gpus():
+        spec = load_option("gpu", name)
+        if name in problem.gpus:
+            k = problem.gpus.index(name)
+            values = {p: float(result.values["gpu"][p][k]) for p in Cal.GPU_PARAMS}
+            if spec.fp8_matmul_eff <= 0:  # no fp8 tensor cores: nothing to fit
+                values["fp8_matmul_eff"] = 0.0
+            gpu[name] = {"from": "rows", **values}
+        else:
+            gpu[name] = {"from": "specs", **Cal.transfer(result.shared, {p: float(spec[p]) for p in Cal.GPU_PARAMS})}
+    out = {"gpu": gpu, "training": {"overlap_eta": float(result.values["overlap_eta"])},
+           "shared_offsets": result.shared, "loss": result.loss}
     return out, records
 
 
@@ -77,6 +99,33 @@ def errors_by_source(records: pd.DataFrame) -> pd.DataFrame:
     return per
 
 
+def _set_values(path: Path, values: dict, note: str) -> None:
+    """Replace ``key: value`` lines of a catalog YAML file, keeping its other lines; the old
+    value is kept in the comment."""
+    text = path.read_text()
+    for key, value in values.items():
+        pattern = re.compile(rf"^{key}:[ \t]*([^#\n]*?)[ \t]*(#[^\n]*)?$", re.MULTILINE)
+        match = pattern.search(text)
+        if match is None:
+            raise ConfigError(f"{path}: no line `{key}: ...` to calibrate")
+        old = match.group(1)
+        comment = re.sub(r"^#\s*(calibrated[^;]*;\s*)?(was \S+;\s*)?", "", match.group(2) or "")
+        line = f"{key}: {value:.4g}".ljust(29) + f"# {note}; was {old}; {comment}".rstrip("; ")
+        text = text[:match.start()] + line + text[match.end():]
+    path.write_text(text)
+
+
+def apply(doc: dict) -> None:
+    """Make a calibration the shipped defaults: catalog values and the record beside them."""
+    note = f"calibrated {doc['calibration']['date']} (conf/calibration.yaml)"
+    for name, values in doc["gpu"].items():
+        _set_values(CONF_DIR / "gpu" / f"{name}.yaml", {k: v for k, v in values.items() if k != "from"}, note)
+    for preset in TRAINING_PRESETS:
+        _set_values(CONF_DIR / "training" / f"{preset}.yaml", doc["training"], note)
+    CALIBRATION_RECORD.write_text("# Written by `jctopt task=calibrate calibrate.apply=true`; the catalogs carry these values.\n"
+                                  + OmegaConf.to_yaml(OmegaConf.create(doc)))
+
+
 def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
     console = Console()
     runs = Path(cfg.validate.runs) if cfg.validate.runs else DEFAULT_RUNS
@@ -85,14 +134,18 @@ def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
     fitted, records = run_calibrate(cfg, runs)
     table = errors_by_source(records)
     console.print(table.round(1).to_string())
-    meta = {"data": str(runs), "sha256": hashlib.sha256(runs.read_bytes()).hexdigest(),
-            "date": datetime.date.today().isoformat(), "rows": int(len(records)),
-            "median_abs_pct_error": {k: float(records[f"{k}_abs_pct_error"].median()) for k in ("catalog", "fitted", "loso")}}
+    errors = {k: {"median": float(records[f"{k}_abs_pct_error"].median()),
+                  "p90": float(records[f"{k}_abs_pct_error"].quantile(0.9))} for k in ("catalog", "fitted", "loso")}
+    meta = {"data": runs.name, "sha256": hashlib.sha256(runs.read_bytes()).hexdigest(),
+            "date": datetime.date.today().isoformat(), "rows": int(len(records)), "abs_pct_error": errors}
     doc = {"calibration": meta, **fitted}
     (run_dir / "calibration.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(doc)))
     records.to_parquet(run_dir / "calibrate.parquet", index=False)
     console.print(f"wrote {run_dir / 'calibration.yaml'}, calibrate.parquet")
-    m = meta["median_abs_pct_error"]
+    if cfg.calibrate.apply:
+        apply(doc)
+        console.print(f"applied: conf/gpu/*.yaml, conf/training/*.yaml, {CALIBRATION_RECORD}")
+    m = {k: v["median"] for k, v in errors.items()}
     print(f"median_abs_pct_error catalog={m['catalog']:.2f} fitted={m['fitted']:.2f} "
           f"leave_one_source_out={m['loso']:.2f} n={len(records)}")
     return records

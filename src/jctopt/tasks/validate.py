@@ -34,12 +34,14 @@ DEFAULTS = {
     "kv_heads": ("= heads", "no grouped-query attention unless stated (runs_dev.csv README)"),
     "vpp": (1, "no interleaved schedule unless stated"),
     "micro_batch": (1, "Megatron-LM's default micro-batch size"),
-    "sp": (0, "sequence parallelism off unless stated"),
+    "sp": ("on with tp > 1 from 2022", "Megatron-Core and NeMo turn sequence parallelism on with tensor parallelism "
+           "(Korthikanti et al. 2022 introduced it); off before 2022 and at tp = 1"),
     "cp": (1, "no context parallelism unless stated"),
     "ep": (1, "dense model"),
     "recompute": ("the least that fits", "none, else selective, else full: the first the memory model says "
                   "fits (the run was measured, so it fit)"),
-    "zero_stage": (0, "no optimizer sharding unless stated"),
+    "zero_stage": ("1 from 2023, else 0", "the distributed optimizer is the Megatron-Core/NeMo default from 2023 on; "
+                   "no optimizer sharding before"),
     "vocab": ("by model family", "Llama 3: 128,256 (Dubey et al. 2024); Llama 2: 32,000 (Touvron et al. 2023); "
               "Nemotron: 256,000 (Nemotron-4, NVIDIA 2024); GPT-NeoX: 50,432 (Black et al. 2022, 20B.yml); "
               "other GPT: 51,200 (Megatron's padded GPT-2 BPE, Narayanan et al. 2021)"),
@@ -85,6 +87,14 @@ def _int(row, key, used: list[str]) -> int:
     if float(v) != int(float(v)):
         raise RowError(f"{key}={v!r} is not an integer")
     return int(float(v))
+
+
+def _by_rule(row, key, value: int, used: list[str]) -> int:
+    """``row[key]``, or ``value`` (the documented rule of DEFAULTS[key]) where it is blank."""
+    if _blank(row.get(key)):
+        used.append(key)
+        return value
+    return _int(row, key, used)
 
 
 def _glu(row, layers, hidden, ffn, heads, kv, vocab) -> tuple[int, str]:
@@ -178,11 +188,13 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     if recompute not in RECOMPUTE:
         raise RowError(f"recompute={recompute!r} is not one of none, selective, full")
     tr.recompute = RECOMPUTE[recompute]
-    tr.zero_stage = _int(row, "zero_stage", used)
-    tr.seq_parallel = bool(_int(row, "sp", used))
-    tr.precision = precision
     year = max((int(y) for y in re.findall(r"\b(20\d\d)\b", str(row.get("source", "")))), default=2024)
+    tr.zero_stage = _by_rule(row, "zero_stage", int(year >= 2023), used)
+    tr.seq_parallel = bool(_by_rule(row, "sp", int(year >= 2022 and lay.tp > 1), used))
+    tr.precision = precision
     tr.flash_attention = year >= 2023  # FlashAttention (2022) is standard in the 2023+ stacks
+    # Megatron-Core 2024 recipes overlap TP collectives (--tp-comm-overlap) and PP sends.
+    tr.mp_comm_overlap = year >= 2024
     return cfg, used
 
 
@@ -284,7 +296,9 @@ def report(df: pd.DataFrame, runs: Path) -> str:
     lines += ["- `gpu=a100_class`: a100_80gb (same peak and HBM bandwidth)",
               "- `inter_node=unknown_<X>gbps`: X Gbit/s per node over one RoCE NIC per GPU",
               "- MLP gated (SwiGLU) or not: whichever parameter count is nearer `params_b`",
-              "- FlashAttention: on for sources from 2023 on, off before"]
+              "- FlashAttention: on for sources from 2023 on, off before",
+              "- TP/PP communication overlap (`mp_comm_overlap`): on for sources from 2024 on (Megatron-Core "
+              "`--tp-comm-overlap`, `--overlap-p2p-communication`), off before"]
     return "\n".join(lines) + "\n"
 
 
