@@ -7,7 +7,7 @@ from jctopt import _compute as C
 from jctopt import _memory as Mem
 from jctopt._jct import estimate
 
-# GPT-3 175B on the 1024-GPU layout (tp 8, pp 16 ... see conf/layout/gpt3_175b_1024.yaml).
+# GPT-3 175B (s = 2048, h = 12288) on the default layout: tp 8, pp 16, dp 8 (conf/layout/gpt3_175b_1024.yaml).
 S, H = 2048, 12288
 
 
