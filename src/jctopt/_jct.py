@@ -195,11 +195,17 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     wire = t.grad_bytes * t.grad_compression
     dp_group = dp * lay.cp
     edp_group = jnp.maximum(dp_group / lay.ep, 1.0)
+
+    def over_dp(collective, bytes_per_param):
+        """A collective over the data-parallel replicas of every parameter: dense ones over
+        dp x cp, experts over the smaller expert-data-parallel group."""
+        return (collective(bytes_per_param * dense, dp_group, lay.tp, g, f, c)
+                + collective(bytes_per_param * expert, edp_group, lay.tp * lay.ep, g, f, c))
+
     z3 = jnp.where(t.zero_stage >= 3, 1.0, 0.0)
     # ZeRO-3/FSDP shards the gradients: each micro-batch reduce-scatters them (below) instead
     # of one all-reduce per step.
-    grad_sync = (1.0 - z3) * (K.all_reduce(wire * dense, dp_group, lay.tp, g, f, c)
-                              + K.all_reduce(wire * expert, edp_group, lay.tp * lay.ep, g, f, c))
+    grad_sync = (1.0 - z3) * over_dp(K.all_reduce, wire)
     # DDP buckets: the last bucket cannot overlap; the rest hides behind the last backward.
     bucket = jnp.minimum(1e6 * t.bucket_mparams / (dense + expert), 1.0)
     last_bucket = bucket * grad_sync
@@ -208,11 +214,7 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     # ZeRO-3: every micro-batch gathers the parameters forward and again backward, and
     # reduce-scatters the gradients, layer by layer, prefetched behind compute
     # (Rajbhandari et al. 2020 Sec. 7.2.2: 3x the parameter bytes per pass, vs 2x for DDP).
-    per_pass = (K.all_gather(Mem.WEIGHT_BYTES * dense, dp_group, lay.tp, g, f, c)
-                + K.all_gather(Mem.WEIGHT_BYTES * expert, edp_group, lay.tp * lay.ep, g, f, c))
-    grad_pass = (K.all_gather(wire * dense, dp_group, lay.tp, g, f, c)
-                 + K.all_gather(wire * expert, edp_group, lay.tp * lay.ep, g, f, c))
-    gather_raw = z3 * (2.0 * per_pass + grad_pass)
+    gather_raw = z3 * (2.0 * over_dp(K.all_gather, Mem.WEIGHT_BYTES) + over_dp(K.all_gather, wire))
     z3_exposed = n_micro * overlap(gather_raw, t_comp_mb, t.overlap_eta)
     shard = jnp.where(t.zero_stage >= 1, dp_group, 1.0)
     owned_params = (dense + expert) / shard  # optimizer state this GPU updates and saves

@@ -75,26 +75,21 @@ def _blank(v) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v)) or (isinstance(v, str) and not v.strip())
 
 
-def _int(row, key, used: list[str]) -> int:
+def _int(row, key, used: list[str], rule: int | None = None) -> int:
+    """``row[key]`` as an integer; where blank, ``rule`` (this row's value of the documented
+    rule in DEFAULTS[key]) or else the fixed default of DEFAULTS[key]."""
     v = row.get(key)
     if _blank(v):
         if key not in DEFAULTS:
             raise RowError(f"{key} is blank and has no documented default")
-        if not isinstance(DEFAULTS[key][0], int):  # a rule that did not apply to this row
+        default = rule if rule is not None else DEFAULTS[key][0]
+        if not isinstance(default, int):  # a rule that did not apply to this row
             raise RowError(f"{key} is blank and its default rule does not apply: {DEFAULTS[key][1]}")
         used.append(key)
-        return int(DEFAULTS[key][0])
+        return int(default)
     if float(v) != int(float(v)):
         raise RowError(f"{key}={v!r} is not an integer")
     return int(float(v))
-
-
-def _by_rule(row, key, value: int, used: list[str]) -> int:
-    """``row[key]``, or ``value`` (the documented rule of DEFAULTS[key]) where it is blank."""
-    if _blank(row.get(key)):
-        used.append(key)
-        return value
-    return _int(row, key, used)
 
 
 def _glu(row, layers, hidden, ffn, heads, kv, vocab) -> tuple[int, str]:
@@ -189,8 +184,8 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
         raise RowError(f"recompute={recompute!r} is not one of none, selective, full")
     tr.recompute = RECOMPUTE[recompute]
     year = max((int(y) for y in re.findall(r"\b(20\d\d)\b", str(row.get("source", "")))), default=2024)
-    tr.zero_stage = _by_rule(row, "zero_stage", int(year >= 2023), used)
-    tr.seq_parallel = bool(_by_rule(row, "sp", int(year >= 2022 and lay.tp > 1), used))
+    tr.zero_stage = _int(row, "zero_stage", used, rule=int(year >= 2023))
+    tr.seq_parallel = bool(_int(row, "sp", used, rule=int(year >= 2022 and lay.tp > 1)))
     tr.precision = precision
     tr.flash_attention = year >= 2023  # FlashAttention (2022) is standard in the 2023+ stacks
     # Megatron-Core 2024 recipes overlap TP collectives (--tp-comm-overlap) and PP sends.
