@@ -85,11 +85,26 @@ def test_shipped_catalogs_carry_the_calibration(compose):
         assert cfg.training.overlap_eta == pytest.approx(record.training.overlap_eta, rel=1e-3)
 
 
+def test_gpus_without_rows_are_their_specs_moved_once():
+    """Spec-only GPUs carry spec + the fit's shared offsets, from the spec values the record
+    keeps (not from already calibrated values), and calibrate starts from those specs."""
+    record = OmegaConf.to_container(OmegaConf.load(calibrate.CALIBRATION_RECORD))
+    assert calibrate.spec_values() == record["spec"]
+    for name, values in record["gpu"].items():
+        if values["from"] == "specs":
+            moved = Cal.transfer(record["shared_offsets"], record["spec"]["gpu"][name])
+            assert moved == pytest.approx({k: v for k, v in values.items() if k != "from"}, rel=1e-9), name
+
+
 def test_set_values_keeps_other_lines_and_comments(tmp_path):
     path = tmp_path / "g.yaml"
     path.write_text("name: g\nmatmul_eff: 0.8     # MAMF 0.8\nmem_eff: 0.9\n")
-    calibrate._set_values(path, {"matmul_eff": 0.7123456}, "calibrated 2026-01-01")
+    calibrate._set_values(path, {"matmul_eff": 0.7123456}, "calibrated 2026-01-01", {"matmul_eff": 0.8})
     lines = path.read_text().splitlines()
     assert lines[0] == "name: g" and lines[2] == "mem_eff: 0.9"
-    assert lines[1].startswith("matmul_eff: 0.7123") and "was 0.8" in lines[1] and "MAMF 0.8" in lines[1]
+    assert lines[1].startswith("matmul_eff: 0.7123") and "spec 0.8;" in lines[1] and "MAMF 0.8" in lines[1]
     assert OmegaConf.load(path).matmul_eff == pytest.approx(0.7123, abs=1e-4)
+    # A recalibration replaces the value and keeps one spec note, not a chain.
+    calibrate._set_values(path, {"matmul_eff": 0.75}, "calibrated 2026-02-01", {"matmul_eff": 0.8})
+    line = path.read_text().splitlines()[1]
+    assert line.count("spec 0.8") == 1 and line.count("calibrated") == 1 and "MAMF 0.8" in line

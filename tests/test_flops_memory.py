@@ -75,7 +75,7 @@ def test_zero_sharding_divides_states(config):
     mems = []
     for z in range(4):
         cfg = config(*base, f"training.zero_stage={z}")
-        mems.append(Mem.memory(cfg.model, cfg.layout, cfg.train, jnp.asarray(64.0), jnp.asarray(1.0)))
+        mems.append(Mem.memory(cfg.model, cfg.layout, cfg.train, jnp.asarray(64.0), jnp.asarray(1.0), cfg.cluster.gpus_per_node))
     p = float(mems[0].dense_params + mems[0].expert_params)
     assert float(mems[0].optimizer) == pytest.approx(12 * p)
     assert float(mems[1].optimizer) == pytest.approx(12 * p / 64)

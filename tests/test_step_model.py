@@ -1,4 +1,5 @@
-"""Attention core, TP/PP overlap and ZeRO-3 traffic against hand-computed values."""
+"""Attention core, TP/PP/DP overlap, pipeline sends, ZeRO-3 and hybrid-shard traffic against
+hand-computed values."""
 
 import pytest
 
@@ -45,22 +46,80 @@ def test_tp_overlap_hides_eta_of_the_gemm_window(config, on):
     assert float(est.tp_comm_s) == pytest.approx(float(est.n_micro) * per_mb, rel=1e-6)
 
 
+def _zero3_pass(cfg, params, group, bytes_per_param):
+    """One ZeRO-3 pass: a ring all-gather of every layer's parameters over ``group``, layer
+    by layer (the ring latency paid per layer)."""
+    layers = float(cfg.model.n_layers / cfg.layout.pp)
+    nbytes = bytes_per_param * params / layers
+    return layers * float(K.all_gather(nbytes, group, float(cfg.layout.tp), cfg.gpu, cfg.fabric, cfg.cluster))
+
+
+ZERO3 = ("model=gpt3_175b", "layout.tp=1", "layout.pp=1", "layout.vpp=1", "layout.n_gpus=1536",
+         "training.zero_stage=3", "training.micro_batch=1", "training.global_batch=3072", "training.dp_overlap=true")
+
+
 def test_zero3_moves_three_parameter_passes_per_micro_batch(config):
     """ZeRO-3: gather forward, gather backward, reduce-scatter gradients, every micro-batch;
     no per-step gradient all-reduce (Rajbhandari et al. 2020: 3x parameter bytes vs 2x for DDP)."""
-    cfg = config("model=gpt3_175b", "layout.tp=1", "layout.pp=1", "layout.vpp=1", "layout.n_gpus=1536",
-                 "training.zero_stage=3", "training.micro_batch=1", "training.global_batch=3072")
+    cfg = config(*ZERO3)
     est = estimate(cfg)
     assert float(est.dp_comm_s) == 0.0 and float(est.dp_comm_raw_s) == 0.0
-    mem = Mem.memory(cfg.model, cfg.layout, cfg.train, est.dp, est.n_micro)
-    g, f, c = cfg.gpu, cfg.fabric, cfg.cluster
-    # A dense model's MLP is its one "expert" (ep = 1): two gathers per pass, same group.
-    def passes(bytes_per_param):
-        return sum(float(K.all_gather(bytes_per_param * p, 1536.0, 1.0, g, f, c))
-                   for p in (mem.dense_params, mem.expert_params))
-    weights, grads = passes(Mem.WEIGHT_BYTES), passes(float(cfg.train.grad_bytes))
-    raw = 2 * weights + grads
+    mem = Mem.memory(cfg.model, cfg.layout, cfg.train, est.dp, est.n_micro, cfg.cluster.gpus_per_node)
+    params = float(mem.dense_params + mem.expert_params)  # a dense model's MLP syncs with the rest
+    raw = (2 * _zero3_pass(cfg, params, 1536.0, Mem.WEIGHT_BYTES)
+           + _zero3_pass(cfg, params, 1536.0, float(cfg.train.grad_bytes)))
     window = float(est.compute_s) / float(est.n_micro)
     exposed = raw - float(cfg.train.overlap_eta) * min(window, raw)
     assert float(est.n_micro) == 2.0
     assert float(est.zero3_comm_s) == pytest.approx(2 * exposed, rel=1e-6)
+
+
+def test_hybrid_shard_shards_in_the_node_and_all_reduces_across_nodes(config):
+    """HYBRID_SHARD on 8-GPU nodes: weights, grads and optimizer state over the 8 GPUs of a node;
+    the gathers stay on NVLink; each node's gradient shard is all-reduced over the 192 nodes."""
+    full, hybrid = config(*ZERO3), config(*ZERO3, "training.hybrid_shard=true")
+    e_full, e_hyb = estimate(full), estimate(hybrid)
+    m_full = Mem.memory(full.model, full.layout, full.train, e_full.dp, e_full.n_micro, 8.0)
+    m_hyb = Mem.memory(hybrid.model, hybrid.layout, hybrid.train, e_hyb.dp, e_hyb.n_micro, 8.0)
+    assert float(m_hyb.shard_dense) == 8.0 and float(m_full.shard_dense) == 1536.0
+    assert float(m_hyb.optimizer) == pytest.approx(192.0 * float(m_full.optimizer), rel=1e-9)
+    params = float(m_hyb.dense_params + m_hyb.expert_params)
+    g, f, c, t = hybrid.gpu, hybrid.fabric, hybrid.cluster, hybrid.train
+    raw = 2 * _zero3_pass(hybrid, params, 8.0, Mem.WEIGHT_BYTES) + _zero3_pass(hybrid, params, 8.0, float(t.grad_bytes))
+    window = float(e_hyb.compute_s) / float(e_hyb.n_micro)
+    exposed = raw - float(t.overlap_eta) * min(window, raw)
+    assert float(e_hyb.zero3_comm_s) == pytest.approx(2 * exposed, rel=1e-6)
+    shard_sync = float(K.all_reduce(float(t.grad_bytes) * params / 8.0, 192.0, 8.0, g, f, c))
+    assert float(e_hyb.dp_comm_raw_s) == pytest.approx(shard_sync, rel=1e-9)
+
+
+@pytest.mark.parametrize("sp", [False, True])
+def test_pipeline_sends_are_scattered_over_tp(config, sp):
+    """Each TP rank sends 1/tp of the activation to the next stage; without SP the receiver
+    all-gathers it over NVLink (Narayanan 2021 Sec. 4.1). 1F1B: forward + backward per stage."""
+    cfg = config("model=gpt3_175b", f"training.seq_parallel={sp}", "training.mp_comm_overlap=false")
+    est = estimate(cfg)
+    g, f, c, lay = cfg.gpu, cfg.fabric, cfg.cluster, cfg.layout
+    act = 2.0 * float(cfg.train.micro_batch) * S * H
+    crosses = float(lay.tp * lay.cp * est.dp) >= float(g.nvlink_domain)
+    send = float(K.p2p(act / float(lay.tp), crosses, g, f, c))
+    if not sp:
+        send += float(K.all_gather(act, lay.tp, 1.0, g, f, c))
+    expected = 2.0 * float(lay.vpp) * send  # interleaved sends hide only with mp_comm_overlap (off)
+    assert float(est.pp_comm_s) == pytest.approx(float(est.n_micro) * expected, rel=1e-6)
+
+
+@pytest.mark.parametrize("on", [False, True])
+def test_dp_overlap_hides_eta_of_the_backward(config, on):
+    """Gradient all-reduce: last bucket exposed, the rest overlapped with 2/3 of a micro-batch's
+    compute at eta, or not at all (Megatron-LM before --overlap-grad-reduce)."""
+    cfg = config("model=gpt3_175b", "training.zero_stage=1", f"training.dp_overlap={on}")
+    est = estimate(cfg)
+    raw = float(est.dp_comm_raw_s)
+    mem = Mem.memory(cfg.model, cfg.layout, cfg.train, est.dp, est.n_micro, cfg.cluster.gpus_per_node)
+    bucket = min(1e6 * float(cfg.train.bucket_mparams) / float(mem.dense_params + mem.expert_params), 1.0)
+    rest = raw * (1 - bucket)
+    window = 2.0 / 3.0 * float(est.compute_s) / float(est.n_micro)
+    eta = float(cfg.train.overlap_eta) if on else 0.0
+    assert raw > 0
+    assert float(est.dp_comm_s) == pytest.approx(bucket * raw + rest - eta * min(window, rest), rel=1e-9)

@@ -4,7 +4,7 @@ Per GPU type: large-GEMM efficiency (bf16 and fp8), the GEMM dimension at which 
 halves, the fused-attention efficiency and the streaming-HBM efficiency; globally: the
 overlap efficiency eta. Not one knob per row. The loss is the squared log error of the step
 time, each source weighted equally (MPT is three quarters of the rows), plus a weak pull
-towards the catalog values so that a parameter the data cannot see stays where the specs put
+towards the spec values so that a parameter the data cannot see stays where the specs put
 it. Each parameter lives in an unconstrained space (logit for fractions, log for the
 dimension) as catalog value + an offset shared by every GPU + a per-GPU deviation: what the
 software stacks lose against the specs on every GPU is learned once and carries over to GPU
@@ -26,11 +26,10 @@ from ._types import Config
 
 GPU_PARAMS = ("matmul_eff", "fp8_matmul_eff", "matmul_half_dim", "attn_eff", "mem_eff")
 LOG_PARAMS = {"matmul_half_dim"}  # positive, unbounded; the rest are fractions in (0, 1)
-# Pull towards the catalog, on every unconstrained coordinate (shared offsets, per-GPU
-# deviations, eta). 1e-2 was chosen with per-GPU values alone: 1e-4 fitted runs_dev.csv better
-# (6.4 % vs 8.6 % median) with eta ~ 0 and A100-40GB HBM at 36 %, and a worse
-# leave-one-source-out error (12.6 % vs 11.3 %). Not re-tuned for the shared offsets.
-PRIOR_WEIGHT = 1e-2
+# Pull towards the spec values, on every unconstrained coordinate (shared offsets, per-GPU
+# deviations, eta). Chosen on runs_dev.csv (fitted / leave-one-source-out median, 2026-11-21):
+# 1e-3: 4.2 / 9.8 %; 3e-3: 4.2 / 10.9 %; 1e-2: 4.8 / 11.1 %; 3e-2: 6.7 / 10.1 %; 1e-1: 8.4 / 12.2 %.
+PRIOR_WEIGHT = 1e-3
 
 
 class Problem(NamedTuple):
@@ -78,9 +77,20 @@ def catalog_values(problem: Problem) -> dict:
     """The values the rows were built with (the catalog), one per GPU type."""
     first = [int(np.flatnonzero(problem.gpu_index == k)[0]) for k in range(len(problem.gpus))]
     gpu = {p: np.asarray(getattr(problem.batch.gpu, p))[first] for p in GPU_PARAMS}
+    return _fittable({"gpu": gpu, "overlap_eta": float(np.asarray(problem.batch.train.overlap_eta)[0])})
+
+
+def prior_from(spec: dict, gpus: tuple[str, ...]) -> dict:
+    """The prior of a fit over ``gpus`` from spec values ``{"gpu": {name: {param: v}},
+    "training": {"overlap_eta": v}}``."""
+    gpu = {p: np.array([float(spec["gpu"][name][p]) for name in gpus]) for p in GPU_PARAMS}
+    return _fittable({"gpu": gpu, "overlap_eta": float(spec["training"]["overlap_eta"])})
+
+
+def _fittable(prior: dict) -> dict:
     # fp8_matmul_eff is 0 in the catalog of GPUs without fp8; keep it inside (0, 1) for the logit.
-    gpu["fp8_matmul_eff"] = np.clip(gpu["fp8_matmul_eff"], 0.05, 0.95)
-    return {"gpu": gpu, "overlap_eta": float(np.asarray(problem.batch.train.overlap_eta)[0])}
+    prior["gpu"]["fp8_matmul_eff"] = np.clip(prior["gpu"]["fp8_matmul_eff"], 0.05, 0.95)
+    return prior
 
 
 def step_times(values: dict, problem: Problem) -> jnp.ndarray:
@@ -105,7 +115,7 @@ class Fit(NamedTuple):
 
 
 def fit(problem: Problem, prior: dict, max_iter: int = 200, prior_weight: float = PRIOR_WEIGHT) -> Fit:
-    """Fitted values, starting from and pulled towards ``prior`` (the catalog)."""
+    """Fitted values, starting from and pulled towards ``prior`` (the spec values)."""
     prior = jax.tree.map(jnp.asarray, prior)
     z0 = jnp.zeros(len(GPU_PARAMS) * (1 + len(problem.gpus)) + 1)
     objective = jax.jit(lambda z: loss(z, problem, prior, prior_weight))

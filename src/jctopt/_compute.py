@@ -149,10 +149,13 @@ def layer_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp):
     bf16 = 1e12 * g.peak_bf16_tflops * g.matmul_eff
     unfused = core_flops / (bf16 * d / (d + g.matmul_half_dim)) + 12.0 * scores / hbm_rate(g)
     core = jnp.where(t.flash_attention > 0, flash, unfused)
-    # Elementwise traffic (bytes, bf16): two norms, two residual adds, dropouts (read + write
-    # of b s h each), activation function over ffn; norms/dropouts split by tp under SP.
+    # Elementwise traffic (bytes, bf16) of Megatron's fused kernels, per token: two layer
+    # norms (read + write h: 2 x 2h), two bias-dropout-adds (read output and residual, write
+    # h, a 1-byte mask: 2 x 3.5h), the bias-activation over ffn (read + write); norms and
+    # dropouts split by tp under SP. Korthikanti et al. 2022 Table 4 (22B layer): SP saves
+    # 0.5 ms of 7.7 forward, i.e. ~10h bytes of replicated traffic at tp = 8.
     sp_div = jnp.where(t.seq_parallel > 0, tp, 1.0)
-    elementwise_bytes = 2.0 * tokens * (16.0 * h / sp_div + 2.0 * (1.0 + m.glu) * m.top_k * m.ffn_hidden / tp)
+    elementwise_bytes = 2.0 * tokens * (11.0 * h / sp_div + 2.0 * (1.0 + m.glu) * m.top_k * m.ffn_hidden / tp)
     elementwise = elementwise_bytes / hbm_rate(g)
     return qkv + proj + mlp, core, elementwise
 

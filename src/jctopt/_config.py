@@ -119,12 +119,14 @@ class TrainingConf:
     micro_batch: int = 1
     recompute: str = "none"  # none | selective | full
     zero_stage: int = 1
+    hybrid_shard: bool = False  # ZeRO-3 only: shard inside a node, replicate across nodes (FSDP HYBRID_SHARD)
     seq_parallel: bool = True
     flash_attention: bool = True
     precision: str = "bf16"  # bf16 | fp8
     grad_bytes: float = 2.0
     grad_compression: float = 1.0
     overlap_eta: float = 0.9
+    dp_overlap: bool = True  # gradient sync and ZeRO-3 gathers overlapped with compute
     mp_comm_overlap: bool = False
     bucket_mparams: float = 25.0
     reserved_gb: float = 4.0

@@ -173,11 +173,14 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     a2a_bytes = 2.0 * tokens * m.top_k * m.hidden
     n_a2a = moe * layers_per_stage * (4.0 + 2.0 * recompute_full)
     ep_mb = n_a2a * K.all_to_all(a2a_bytes, lay.ep, lay.tp * lay.cp, g, f, c)
-    # PP: activation forward, gradient backward per virtual stage; SP scatters it over tp.
+    # PP: activation forward, gradient backward per virtual stage. Each TP rank sends 1/tp of
+    # it; without SP the receivers all-gather the rest over NVLink (scatter/gather
+    # optimization, Narayanan et al. 2021 Sec. 4.1); with SP the stage input is already split.
     pp_stride = lay.tp * lay.cp * dp
-    p2p_bytes = act_bytes / jnp.where(t.seq_parallel > 0, lay.tp, 1.0)
     crosses = pp_stride >= g.nvlink_domain
-    pp_raw = jnp.where(lay.pp > 1, 2.0 * lay.vpp * K.p2p(p2p_bytes, crosses, g, f, c), 0.0)
+    regather = jnp.where(t.seq_parallel > 0, 0.0, K.all_gather(act_bytes, lay.tp, 1.0, g, f, c))
+    send = K.p2p(act_bytes / lay.tp, crosses, g, f, c) + regather
+    pp_raw = jnp.where(lay.pp > 1, 2.0 * lay.vpp * send, 0.0)
     # Interleaved schedules post the next chunk's sends/receives during this chunk's compute
     # (Megatron --overlap-p2p-communication); 1F1B waits for them.
     pp_mb = overlap(pp_raw, t_comp_mb, jnp.where(lay.vpp > 1, mp_overlap, 0.0))
@@ -190,34 +193,50 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     straggler = pipe * c.jitter_cv * expected_max_std_normal(lay.n_gpus)
 
     # --- data-parallel gradient sync, once per step ---
-    mem = Mem.memory(m, lay, t, dp, n_micro)
-    dense, expert = mem.dense_params, mem.expert_params
+    mem = Mem.memory(m, lay, t, dp, n_micro, c.gpus_per_node)
+    # A dense model's MLP is its one "expert" in local_params; it syncs with the rest.
+    dense = mem.dense_params + (1.0 - moe) * mem.expert_params
+    expert = moe * mem.expert_params
     wire = t.grad_bytes * t.grad_compression
-    dp_group = dp * lay.cp
-    edp_group = jnp.maximum(dp_group / lay.ep, 1.0)
-
-    def over_dp(collective, bytes_per_param):
-        """A collective over the data-parallel replicas of every parameter: dense ones over
-        dp x cp, experts over the smaller expert-data-parallel group."""
-        return (collective(bytes_per_param * dense, dp_group, lay.tp, g, f, c)
-                + collective(bytes_per_param * expert, edp_group, lay.tp * lay.ep, g, f, c))
-
     z3 = jnp.where(t.zero_stage >= 3, 1.0, 0.0)
-    # ZeRO-3/FSDP shards the gradients: each micro-batch reduce-scatters them (below) instead
-    # of one all-reduce per step.
-    grad_sync = (1.0 - z3) * over_dp(K.all_reduce, wire)
+    dp_group = dp * lay.cp
+    edp_group = jnp.maximum(dp_group / lay.ep, 1.0)  # replicas of one expert
+    # The gradients are all-reduced across the replicas: whole with DDP and ZeRO-1/2, the
+    # node's shard with ZeRO-3 HYBRID_SHARD, not at all with plain ZeRO-3 (its reduce-scatter
+    # per micro-batch, below, leaves each shard summed on its owner). Dense parameters over
+    # dp x cp, experts over the expert-data-parallel group.
+    shard_d = jnp.where(z3 > 0, mem.shard_dense, 1.0)
+    shard_e = jnp.where(z3 > 0, mem.shard_expert, 1.0)
+    grad_sync = (K.all_reduce(wire * dense / shard_d, dp_group / shard_d, lay.tp * shard_d, g, f, c)
+                 + moe * K.all_reduce(wire * expert / shard_e, edp_group / shard_e, lay.tp * lay.ep * shard_e,
+                                      g, f, c))
     # DDP buckets: the last bucket cannot overlap; the rest hides behind the last backward.
     bucket = jnp.minimum(1e6 * t.bucket_mparams / (dense + expert), 1.0)
     last_bucket = bucket * grad_sync
     backward_window = 2.0 / 3.0 * t_comp_mb
-    dp_exposed = last_bucket + overlap(grad_sync - last_bucket, backward_window, t.overlap_eta)
-    # ZeRO-3: every micro-batch gathers the parameters forward and again backward, and
-    # reduce-scatters the gradients, layer by layer, prefetched behind compute
+    # Megatron-LM before Megatron-Core's --overlap-grad-reduce all-reduced after the backward
+    # (Korthikanti et al. 2022 Sec. 6.3: "no overlap"); PyTorch DDP and FSDP overlap. The same
+    # switch governs the ZeRO-3 prefetch below.
+    dp_eta = jnp.where(t.dp_overlap > 0, t.overlap_eta, 0.0)
+    dp_exposed = last_bucket + overlap(grad_sync - last_bucket, backward_window, dp_eta)
+
+    # ZeRO-3: every micro-batch gathers each layer's parameters forward and again backward,
+    # and reduce-scatters its gradients, over the shard group, prefetched behind compute
     # (Rajbhandari et al. 2020 Sec. 7.2.2: 3x the parameter bytes per pass, vs 2x for DDP).
-    gather_raw = z3 * (2.0 * over_dp(K.all_gather, Mem.WEIGHT_BYTES) + over_dp(K.all_gather, wire))
-    z3_exposed = n_micro * overlap(gather_raw, t_comp_mb, t.overlap_eta)
-    shard = jnp.where(t.zero_stage >= 1, dp_group, 1.0)
-    owned_params = (dense + expert) / shard  # optimizer state this GPU updates and saves
+    # Layer by layer (FSDP units, ZeRO-3 sub-modules), so the ring latency is paid per layer.
+    def zero3_pass(bytes_per_param):
+        def layer_by_layer(params, group, stride):
+            nbytes = bytes_per_param * params / layers_per_stage
+            return layers_per_stage * K.all_gather(nbytes, group, stride, g, f, c)
+
+        return (layer_by_layer(dense, mem.shard_dense, lay.tp)
+                + moe * layer_by_layer(expert, mem.shard_expert, lay.tp * lay.ep))
+
+    gather_raw = z3 * (2.0 * zero3_pass(Mem.WEIGHT_BYTES) + zero3_pass(wire))
+    z3_exposed = n_micro * overlap(gather_raw, t_comp_mb, dp_eta)
+    sharded = t.zero_stage >= 1
+    owned_params = (dense / jnp.where(sharded, mem.shard_dense, 1.0)
+                    + expert / jnp.where(sharded, mem.shard_expert, 1.0))  # optimizer state this GPU updates
     optimizer = C.optimizer_time(owned_params, g)
 
     step = pipe + straggler + dp_exposed + z3_exposed + optimizer + c.serial_s_per_step

@@ -23,6 +23,8 @@ class Memory(NamedTuple):
     total: object
     dense_params: object  # parameters this GPU holds before ZeRO sharding: dense part
     expert_params: object  # ... and MoE experts (sharded over a smaller data-parallel group)
+    shard_dense: object  # ranks sharding the dense ZeRO state (see shard_groups)
+    shard_expert: object
 
 
 def local_params(m: ModelSpec, lay: Layout, t: Training):
@@ -64,13 +66,24 @@ def activation_bytes_per_layer(m: ModelSpec, lay: Layout, t: Training):
     return jnp.where(t.recompute >= 2, full_recompute, stored) / cp, stored / cp
 
 
-def memory(m: ModelSpec, lay: Layout, t: Training, dp, n_micro):
-    """Bytes per GPU: weights, grads, optimizer state (ZeRO 1/2/3 sharded over the
-    data-parallel group dp*cp, experts over dp*cp/ep), activations of the micro-batches in
-    flight on the first 1F1B stage, and the ZeRO-3 gather buffer."""
+def shard_groups(lay: Layout, t: Training, dp, gpus_per_node):
+    """(dense, expert) ranks over which ZeRO shards its state: the data-parallel group dp*cp,
+    experts the expert-data-parallel group dp*cp/ep. ZeRO-3 with ``hybrid_shard`` shards only
+    over the data-parallel ranks inside one node (ranks are ordered tp, cp, dp, so a node holds
+    gpus_per_node/tp of them) and every node is a replica (PyTorch FSDP HYBRID_SHARD,
+    Zhao et al. 2023, arXiv:2304.11277, Sec. 3.2)."""
+    full = dp * lay.cp
+    in_node = jnp.clip(gpus_per_node / lay.tp, 1.0, full)
+    dense = jnp.where((t.hybrid_shard > 0) & (t.zero_stage >= 3), in_node, full)
+    return dense, jnp.maximum(dense / lay.ep, 1.0)
+
+
+def memory(m: ModelSpec, lay: Layout, t: Training, dp, n_micro, gpus_per_node):
+    """Bytes per GPU: weights, grads, optimizer state (ZeRO 1/2/3 sharded over
+    ``shard_groups``), activations of the micro-batches in flight on the first 1F1B stage,
+    and the ZeRO-3 gather buffer."""
     dense, expert = local_params(m, lay, t)
-    shard_dense = dp * lay.cp
-    shard_expert = jnp.maximum(dp * lay.cp / lay.ep, 1.0)
+    shard_dense, shard_expert = shard_groups(lay, t, dp, gpus_per_node)
 
     def sharded(nbytes, stage):
         return nbytes * (dense / jnp.where(t.zero_stage >= stage, shard_dense, 1.0)
@@ -94,4 +107,5 @@ def memory(m: ModelSpec, lay: Layout, t: Training, dp, n_micro):
     layer_weights = C.layer_params(m) / lay.tp
     zero3_buffer = jnp.where(t.zero_stage >= 3, 2.0 * WEIGHT_BYTES * layer_weights, 0.0)
     total = weights + grads + optimizer + activations + zero3_buffer + 1e9 * t.reserved_gb
-    return Memory(weights, grads, optimizer, activations, zero3_buffer, total, dense, expert)
+    return Memory(weights, grads, optimizer, activations, zero3_buffer, total, dense, expert,
+                  shard_dense, shard_expert)

@@ -100,12 +100,14 @@ class Training(NamedTuple):
     micro_batch: Array  # sequences per micro-batch per data-parallel rank
     recompute: Array  # 0 none, 1 selective (attention core), 2 full
     zero_stage: Array  # 0..3
+    hybrid_shard: Array  # 1 = ZeRO-3 state sharded inside a node only, nodes are replicas (FSDP HYBRID_SHARD)
     seq_parallel: Array  # 1 = Megatron sequence parallelism with TP
     flash_attention: Array  # 1 = attention scores are never stored
     fp8: Array  # 1 = fp8 GEMMs
     grad_bytes: Array  # bytes per gradient element on the wire
     grad_compression: Array  # wire bytes / uncompressed bytes (1 = none)
     overlap_eta: Array  # fraction of the overlap window that hides DP traffic
+    dp_overlap: Array  # 1 = data-parallel traffic (gradient sync, ZeRO-3 gathers) overlapped with compute
     mp_comm_overlap: Array  # 1 = TP collectives pipelined with the GEMMs, PP sends with compute
     bucket_mparams: Array  # DDP bucket size, millions of parameters
     reserved_gb: Array  # CUDA context, NCCL buffers, allocator fragmentation per GPU

@@ -2,8 +2,8 @@
 the fit does on sources it was not fitted to.
 
 Reads the same CSV as ``validate`` (``validate.runs``), fits on every placed row with a step
-time (``jctopt._calibrate``), then refits once per source with that source left out and
-predicts it (leave-one-source-out). Writes, in the run directory, ``calibration.yaml``
+time (``jctopt._calibrate``), starting from the spec values (``spec_values``), then refits
+once per source with that source left out and predicts it (leave-one-source-out). Writes, in the run directory, ``calibration.yaml``
 (per-GPU values and eta, with the data file, its SHA-256, the date, the rows and the errors)
 and ``calibrate.parquet`` (each row: measured, catalog, fitted and left-out predictions).
 GPU types without rows get their spec values moved by the fit's shared offsets
@@ -57,13 +57,30 @@ def catalog_gpus() -> list[str]:
     return sorted(p.stem for p in (CONF_DIR / "gpu").glob("*.yaml"))
 
 
+def spec_values() -> dict:
+    """The spec values every calibration starts from, is pulled towards and moves GPUs without
+    rows from: those the calibration record keeps, else the catalogs' own (not yet calibrated).
+    Never the calibrated catalog values, so that a recalibration does not compound the last
+    one and a left-out source is not predicted from values fitted to it."""
+    if CALIBRATION_RECORD.is_file():
+        record = OmegaConf.load(CALIBRATION_RECORD)
+        if "spec" in record:
+            return OmegaConf.to_container(record.spec)
+    gpu = {name: {p: float(load_option("gpu", name)[p]) for p in Cal.GPU_PARAMS} for name in catalog_gpus()}
+    return {"gpu": gpu, "training": {"overlap_eta": float(load_option("training", TRAINING_PRESETS[0]).overlap_eta)}}
+
+
 def run_calibrate(cfg: DictConfig, runs: Path, loso: bool = True) -> tuple[dict, pd.DataFrame]:
-    """(fitted values for every catalog GPU, per-row table with catalog, fitted and
-    leave-one-source-out errors)."""
+    """(fitted values for every catalog GPU, per-row table with catalog (as shipped), fitted
+    and leave-one-source-out errors)."""
     problem, records = problem_from_runs(cfg, runs)
-    prior = Cal.catalog_values(problem)
+    spec = spec_values()
+    missing = sorted(set(catalog_gpus()) - set(spec["gpu"]))
+    if missing:
+        raise ConfigError(f"{CALIBRATION_RECORD}: spec has no values for gpu {missing}")
+    prior = Cal.prior_from(spec, problem.gpus)
     result = Cal.fit(problem, prior)
-    records["catalog_s"] = np.asarray(Cal.step_times(jax.tree.map(jnp.asarray, prior), problem))
+    records["catalog_s"] = np.asarray(Cal.step_times(jax.tree.map(jnp.asarray, Cal.catalog_values(problem)), problem))
     records["fitted_s"] = np.asarray(Cal.step_times(jax.tree.map(jnp.asarray, result.values), problem))
     records["loso_s"] = np.nan
     if loso:
@@ -76,17 +93,17 @@ def run_calibrate(cfg: DictConfig, runs: Path, loso: bool = True) -> tuple[dict,
         records[f"{kind}_abs_pct_error"] = _pct(records[f"{kind}_s"], records.measured_iter_time_s.to_numpy(float))
     gpu = {}
     for name in catalog_gpus():
-        spec = load_option("gpu", name)
+        own = spec["gpu"][name]
         if name in problem.gpus:
             k = problem.gpus.index(name)
             values = {p: float(result.values["gpu"][p][k]) for p in Cal.GPU_PARAMS}
-            if spec.fp8_matmul_eff <= 0:  # no fp8 tensor cores: nothing to fit
+            if own["fp8_matmul_eff"] <= 0:  # no fp8 tensor cores: nothing to fit
                 values["fp8_matmul_eff"] = 0.0
             gpu[name] = {"from": "rows", **values}
         else:
-            gpu[name] = {"from": "specs", **Cal.transfer(result.shared, {p: float(spec[p]) for p in Cal.GPU_PARAMS})}
+            gpu[name] = {"from": "specs", **Cal.transfer(result.shared, own)}
     out = {"gpu": gpu, "training": {"overlap_eta": float(result.values["overlap_eta"])},
-           "shared_offsets": result.shared, "loss": result.loss}
+           "shared_offsets": result.shared, "loss": result.loss, "spec": spec}
     return out, records
 
 
@@ -99,18 +116,17 @@ def errors_by_source(records: pd.DataFrame) -> pd.DataFrame:
     return per
 
 
-def _set_values(path: Path, values: dict, note: str) -> None:
-    """Replace ``key: value`` lines of a catalog YAML file, keeping its other lines; the old
-    value is kept in the comment."""
+def _set_values(path: Path, values: dict, note: str, spec: dict) -> None:
+    """Replace ``key: value`` lines of a catalog YAML file, keeping its other lines; the spec
+    value the calibration started from stays in the comment."""
     text = path.read_text()
     for key, value in values.items():
         pattern = re.compile(rf"^{key}:[ \t]*([^#\n]*?)[ \t]*(#[^\n]*)?$", re.MULTILINE)
         match = pattern.search(text)
         if match is None:
             raise ConfigError(f"{path}: no line `{key}: ...` to calibrate")
-        old = match.group(1)
-        comment = re.sub(r"^#\s*(calibrated[^;]*;\s*)?(was \S+;\s*)?", "", match.group(2) or "")
-        line = f"{key}: {value:.4g}".ljust(29) + f"# {note}; was {old}; {comment}".rstrip("; ")
+        comment = re.sub(r"^#\s*(calibrated[^;]*;\s*)?((was|spec) [^;\s]+(;\s*|$))?", "", match.group(2) or "")
+        line = f"{key}: {value:.4g}".ljust(29) + f"# {note}; spec {spec[key]:.4g}; {comment}".rstrip("; ")
         text = text[:match.start()] + line + text[match.end():]
     path.write_text(text)
 
@@ -119,10 +135,12 @@ def apply(doc: dict) -> None:
     """Make a calibration the shipped defaults: catalog values and the record beside them."""
     note = f"calibrated {doc['calibration']['date']} (conf/calibration.yaml)"
     for name, values in doc["gpu"].items():
-        _set_values(CONF_DIR / "gpu" / f"{name}.yaml", {k: v for k, v in values.items() if k != "from"}, note)
+        _set_values(CONF_DIR / "gpu" / f"{name}.yaml", {k: v for k, v in values.items() if k != "from"}, note,
+                    doc["spec"]["gpu"][name])
     for preset in TRAINING_PRESETS:
-        _set_values(CONF_DIR / "training" / f"{preset}.yaml", doc["training"], note)
-    CALIBRATION_RECORD.write_text("# Written by `jctopt task=calibrate calibrate.apply=true`; the catalogs carry these values.\n"
+        _set_values(CONF_DIR / "training" / f"{preset}.yaml", doc["training"], note, doc["spec"]["training"])
+    CALIBRATION_RECORD.write_text("# Written by `jctopt task=calibrate calibrate.apply=true`; the catalogs carry these "
+                                  "values; `spec` holds the values every calibration starts from.\n"
                                   + OmegaConf.to_yaml(OmegaConf.create(doc)))
 
 

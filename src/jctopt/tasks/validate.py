@@ -104,6 +104,16 @@ def _glu(row, layers, hidden, ffn, heads, kv, vocab) -> tuple[int, str]:
     return g, ""
 
 
+def _hybrid_shard(row, year: int) -> bool:
+    """ZeRO-3 sharding strategy: as the row's notes name it (FSDP ``FULL_SHARD`` or
+    ``HYBRID_SHARD``), else hybrid for sources from 2024 on (PyTorch FSDP's HYBRID_SHARD, the
+    strategy the 2024 FSDP blog trains with) and full before (DeepSpeed ZeRO-3, 2021)."""
+    notes = str(row.get("notes", ""))
+    if "FULL_SHARD" in notes:
+        return False
+    return "HYBRID_SHARD" in notes or year >= 2024
+
+
 def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     """The Hydra config of one CSV row, and the defaults it needed."""
     used: list[str] = []
@@ -190,6 +200,8 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     tr.flash_attention = year >= 2023  # FlashAttention (2022) is standard in the 2023+ stacks
     # Megatron-Core 2024 recipes overlap TP collectives (--tp-comm-overlap) and PP sends.
     tr.mp_comm_overlap = year >= 2024
+    tr.hybrid_shard = _hybrid_shard(row, year)
+    tr.dp_overlap = year >= 2023
     return cfg, used
 
 
@@ -293,7 +305,13 @@ def report(df: pd.DataFrame, runs: Path) -> str:
               "- MLP gated (SwiGLU) or not: whichever parameter count is nearer `params_b`",
               "- FlashAttention: on for sources from 2023 on, off before",
               "- TP/PP communication overlap (`mp_comm_overlap`): on for sources from 2024 on (Megatron-Core "
-              "`--tp-comm-overlap`, `--overlap-p2p-communication`), off before"]
+              "`--tp-comm-overlap`, `--overlap-p2p-communication`), off before",
+              "- Gradient all-reduce overlapped with the backward (`dp_overlap`): off for ZeRO-0 sources "
+              "before 2023 (Megatron-LM all-reduced after the backward, Korthikanti et al. 2022 Sec. 6.3), "
+              "on otherwise (PyTorch DDP/FSDP, Megatron-Core `--overlap-grad-reduce`)",
+              "- ZeRO-3 sharding: as the notes name it (`FULL_SHARD` or `HYBRID_SHARD`); else inside a node, "
+              "nodes replicating (FSDP `HYBRID_SHARD`), for sources from 2024 on, and over every "
+              "data-parallel rank (DeepSpeed ZeRO-3) before"]
     return "\n".join(lines) + "\n"
 
 
