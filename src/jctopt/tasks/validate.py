@@ -306,9 +306,9 @@ def report(df: pd.DataFrame, runs: Path) -> str:
               "- FlashAttention: on for sources from 2023 on, off before",
               "- TP/PP communication overlap (`mp_comm_overlap`): on for sources from 2024 on (Megatron-Core "
               "`--tp-comm-overlap`, `--overlap-p2p-communication`), off before",
-              "- Gradient all-reduce overlapped with the backward (`dp_overlap`): off for ZeRO-0 sources "
-              "before 2023 (Megatron-LM all-reduced after the backward, Korthikanti et al. 2022 Sec. 6.3), "
-              "on otherwise (PyTorch DDP/FSDP, Megatron-Core `--overlap-grad-reduce`)",
+              "- Data-parallel traffic (gradient sync, ZeRO-3 gathers) overlapped with compute (`dp_overlap`): "
+              "off for sources before 2023 (Megatron-LM all-reduced after the backward, Korthikanti et al. "
+              "2022 Sec. 6.3), on from 2023 (PyTorch DDP/FSDP, Megatron-Core `--overlap-grad-reduce`)",
               "- ZeRO-3 sharding: as the notes name it (`FULL_SHARD` or `HYBRID_SHARD`); else inside a node, "
               "nodes replicating (FSDP `HYBRID_SHARD`), for sources from 2024 on, and over every "
               "data-parallel rank (DeepSpeed ZeRO-3) before"]
