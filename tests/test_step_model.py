@@ -65,7 +65,7 @@ def test_zero3_moves_three_parameter_passes_per_micro_batch(config):
     est = estimate(cfg)
     assert float(est.dp_comm_s) == 0.0 and float(est.dp_comm_raw_s) == 0.0
     mem = Mem.memory(cfg.model, cfg.layout, cfg.train, est.dp, est.n_micro, cfg.cluster.gpus_per_node)
-    params = float(mem.dense_params + mem.expert_params)  # a dense model's MLP syncs with the rest
+    params = float(mem.dense_params + mem.expert_params)
     raw = (2 * _zero3_pass(cfg, params, 1536.0, Mem.WEIGHT_BYTES)
            + _zero3_pass(cfg, params, 1536.0, float(cfg.train.grad_bytes)))
     window = float(est.compute_s) / float(est.n_micro)

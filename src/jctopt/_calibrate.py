@@ -6,7 +6,7 @@ overlap efficiency eta. Not one knob per row. The loss is the squared log error 
 time, each source weighted equally (MPT is three quarters of the rows), plus a weak pull
 towards the spec values so that a parameter the data cannot see stays where the specs put
 it. Each parameter lives in an unconstrained space (logit for fractions, log for the
-dimension) as catalog value + an offset shared by every GPU + a per-GPU deviation: what the
+dimension) as spec value + an offset shared by every GPU + a per-GPU deviation: what the
 software stacks lose against the specs on every GPU is learned once and carries over to GPU
 types with no rows (``transfer``). Fitted with BFGS through the differentiable model
 (``jax.scipy.optimize.minimize``).
@@ -58,7 +58,7 @@ def split(z: jnp.ndarray, n_gpus: int):
 
 
 def values_from(z: jnp.ndarray, prior: dict) -> dict:
-    """{"gpu": {param: (n_gpus,)}, "overlap_eta": scalar}: the catalog values moved by the shared
+    """{"gpu": {param: (n_gpus,)}, "overlap_eta": scalar}: the prior (spec) values moved by the shared
     offset and each GPU's deviation, in the unconstrained space."""
     n_gpus = len(prior["gpu"][GPU_PARAMS[0]])
     shared, dev, eta = split(z, n_gpus)

@@ -194,9 +194,7 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
 
     # --- data-parallel gradient sync, once per step ---
     mem = Mem.memory(m, lay, t, dp, n_micro, c.gpus_per_node)
-    # A dense model's MLP is its one "expert" in local_params; it syncs with the rest.
-    dense = mem.dense_params + (1.0 - moe) * mem.expert_params
-    expert = moe * mem.expert_params
+    dense, expert = mem.dense_params, mem.expert_params
     wire = t.grad_bytes * t.grad_compression
     z3 = jnp.where(t.zero_stage >= 3, 1.0, 0.0)
     dp_group = dp * lay.cp
@@ -224,13 +222,12 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     # and reduce-scatters its gradients, over the shard group, prefetched behind compute
     # (Rajbhandari et al. 2020 Sec. 7.2.2: 3x the parameter bytes per pass, vs 2x for DDP).
     # Layer by layer (FSDP units, ZeRO-3 sub-modules), so the ring latency is paid per layer.
-    def zero3_pass(bytes_per_param):
-        def layer_by_layer(params, group, stride):
-            nbytes = bytes_per_param * params / layers_per_stage
-            return layers_per_stage * K.all_gather(nbytes, group, stride, g, f, c)
+    def layer_by_layer(nbytes, group, stride):
+        return layers_per_stage * K.all_gather(nbytes / layers_per_stage, group, stride, g, f, c)
 
-        return (layer_by_layer(dense, mem.shard_dense, lay.tp)
-                + moe * layer_by_layer(expert, mem.shard_expert, lay.tp * lay.ep))
+    def zero3_pass(bytes_per_param):
+        return (layer_by_layer(bytes_per_param * dense, mem.shard_dense, lay.tp)
+                + moe * layer_by_layer(bytes_per_param * expert, mem.shard_expert, lay.tp * lay.ep))
 
     gather_raw = z3 * (2.0 * zero3_pass(Mem.WEIGHT_BYTES) + zero3_pass(wire))
     z3_exposed = n_micro * overlap(gather_raw, t_comp_mb, dp_eta)

@@ -34,7 +34,8 @@ def local_params(m: ModelSpec, lay: Layout, t: Training):
     first (or last) stage also holds a V x h embedding; with pp == 1 the one stage holds all.
     """
     layers = m.n_layers / lay.pp
-    experts = m.n_experts * C.mlp_params_per_expert(m)
+    # A dense model's MLP is dense: it shards and syncs with the rest over dp x cp.
+    experts = jnp.where(m.n_experts > 1, m.n_experts * C.mlp_params_per_expert(m), 0.0)
     dense_layer = C.layer_params(m) - experts
     embed = jnp.where(lay.pp > 1, m.vocab * m.hidden, C.embedding_params(m, t.seq_len))
     dense = (layers * dense_layer + embed) / lay.tp
