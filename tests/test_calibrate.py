@@ -23,11 +23,25 @@ def problem(compose):
 
 def test_zero_offsets_are_the_catalog(problem):
     prior = Cal.catalog_values(problem[0])
-    z = jnp.zeros(len(Cal.GPU_PARAMS) * (1 + len(problem[0].gpus)) + 1)
-    back = Cal.values_from(z, prior)
+    z = jnp.zeros(Cal.n_unknowns(problem[0].dies))
+    back = Cal.values_from(z, prior, problem[0].dies)
     for p in Cal.GPU_PARAMS:
         np.testing.assert_allclose(back["gpu"][p], prior["gpu"][p], rtol=1e-12)
     assert float(back["overlap_eta"]) == pytest.approx(prior["overlap_eta"])
+
+
+def test_one_die_one_compute_deviation(problem):
+    """A100 40 GB and 80 GB are one die: 5 shared offsets + 4 compute deviations for each of
+    2 dies + mem_eff for each of 3 GPU types + eta = 17 unknowns; a die deviation moves both."""
+    p = problem[0]
+    assert p.gpus == ("a100_40gb", "a100_80gb", "h100_sxm") and p.dies == ("ga100", "ga100", "gh100")
+    assert Cal.n_unknowns(p.dies) == 5 + 4 * 2 + 3 + 1
+    z = np.zeros(17)
+    z[5] = 1.0  # matmul_eff deviation of the first die (ga100)
+    z[-2] = 2.0  # mem_eff deviation of the last GPU type (h100_sxm)
+    _, dev, _ = Cal.split(jnp.asarray(z), p.dies)
+    np.testing.assert_array_equal(dev["matmul_eff"], [1.0, 1.0, 0.0])
+    np.testing.assert_array_equal(dev["mem_eff"], [0.0, 0.0, 2.0])
 
 
 def test_transfer_moves_specs_by_the_shared_offset():
@@ -48,9 +62,10 @@ def test_fit_recovers_known_parameters(problem):
     p = problem[0]
     prior = Cal.catalog_values(p)
     truth = {"gpu": {k: np.array(v, float) for k, v in prior["gpu"].items()}, "overlap_eta": 0.6}
-    truth["gpu"]["matmul_eff"] = prior["gpu"]["matmul_eff"] * np.array([0.85, 0.8, 0.9])
-    truth["gpu"]["mem_eff"] = prior["gpu"]["mem_eff"] * 0.9
-    truth["gpu"]["matmul_half_dim"] = np.array([96.0, 128.0, 160.0])
+    # One value per die for the compute parameters (a100_40gb and a100_80gb are one die).
+    truth["gpu"]["matmul_eff"] = prior["gpu"]["matmul_eff"] * np.array([0.85, 0.85, 0.9])
+    truth["gpu"]["mem_eff"] = prior["gpu"]["mem_eff"] * np.array([0.9, 0.8, 0.95])
+    truth["gpu"]["matmul_half_dim"] = np.array([96.0, 96.0, 160.0])
     synthetic = p._replace(measured_s=np.asarray(Cal.step_times(jax.tree.map(jnp.asarray, truth), p)))
     before = np.abs(np.asarray(Cal.step_times(jax.tree.map(jnp.asarray, prior), synthetic)) / synthetic.measured_s - 1)
     # A weak prior: this checks that gradient descent through the model finds the optimum.
@@ -86,14 +101,21 @@ def test_shipped_catalogs_carry_the_calibration(compose):
 
 
 def test_gpus_without_rows_are_their_specs_moved_once():
-    """Spec-only GPUs carry spec + the fit's shared offsets, from the spec values the record
-    keeps (not from already calibrated values), and calibrate starts from those specs."""
+    """GPU types without rows carry spec + the fit's shared offsets (+ their die's deviations
+    where the die has rows: H200 on the H100 die), from the spec values the record keeps (not
+    from already calibrated values), and calibrate starts from those specs."""
     record = OmegaConf.to_container(OmegaConf.load(calibrate.CALIBRATION_RECORD))
     assert calibrate.spec_values() == record["spec"]
+    fit = Cal.Fit({}, record["shared_offsets"], record["die_deviations"], record["loss"])
+    moved_by_die = set()
     for name, values in record["gpu"].items():
-        if values["from"] == "specs":
-            moved = Cal.transfer(record["shared_offsets"], record["spec"]["gpu"][name])
+        if values["from"] != "rows":
+            moved = Cal.transfer(fit.offsets_for(calibrate.die_of(name)), record["spec"]["gpu"][name])
             assert moved == pytest.approx({k: v for k, v in values.items() if k != "from"}, rel=1e-9), name
+            moved_by_die |= {name} if values["from"] != "specs" else set()
+    assert moved_by_die == {"h200"}
+    h100, h200 = record["gpu"]["h100_sxm"], record["gpu"]["h200"]
+    assert h200["matmul_eff"] == pytest.approx(h100["matmul_eff"])  # same die, same spec fraction
 
 
 def test_set_values_keeps_other_lines_and_comments(tmp_path):
@@ -108,3 +130,27 @@ def test_set_values_keeps_other_lines_and_comments(tmp_path):
     calibrate._set_values(path, {"matmul_eff": 0.75}, "calibrated 2026-02-01", {"matmul_eff": 0.8})
     line = path.read_text().splitlines()[1]
     assert line.count("spec 0.8") == 1 and line.count("calibrated") == 1 and "MAMF 0.8" in line
+
+
+def test_left_out_predictions_never_see_the_left_out_rows(compose, tmp_path):
+    """Scaling the measured times of one source (here also the only one on its die) moves the
+    fit but must leave its leave-one-source-out and leave-one-die-out predictions unchanged:
+    no leak from the held-out rows."""
+    import pandas as pd
+
+    runs = pd.read_csv(RUNS)
+    a100 = runs[runs.id.str.startswith("mpt_a100_40g_1b_")].head(3)
+    h100 = runs[runs.id.str.startswith("mpt_h100bf16_1b_")].head(3)
+    small = pd.concat([a100, h100])
+    scaled = small.copy()
+    scaled.loc[a100.index, "measured_iter_time_s"] *= 1.5
+    out = {}
+    for name, table in (("as_is", small), ("scaled", scaled)):
+        table.to_csv(tmp_path / f"{name}.csv", index=False)
+        _, records = calibrate.run_calibrate(compose("task=calibrate"), tmp_path / f"{name}.csv")
+        out[name] = records.set_index("id")
+    held = list(a100.id)
+    for kind in ("loso_s", "lodo_s"):
+        assert out["as_is"][kind].notna().all()
+        np.testing.assert_allclose(out["scaled"].loc[held, kind], out["as_is"].loc[held, kind], rtol=1e-6)
+    assert (out["scaled"].loc[held, "fitted_s"] > 1.05 * out["as_is"].loc[held, "fitted_s"]).all()

@@ -1,15 +1,17 @@
 """Fit a few global efficiency parameters to measured step times by gradient descent.
 
-Per GPU type: large-GEMM efficiency (bf16 and fp8), the GEMM dimension at which efficiency
-halves, the fused-attention efficiency and the streaming-HBM efficiency; globally: the
-overlap efficiency eta. Not one knob per row. The loss is the squared log error of the step
-time, each source weighted equally (MPT is three quarters of the rows), plus a weak pull
-towards the spec values so that a parameter the data cannot see stays where the specs put
-it. Each parameter lives in an unconstrained space (logit for fractions, log for the
-dimension) as spec value + an offset shared by every GPU + a per-GPU deviation: what the
-software stacks lose against the specs on every GPU is learned once and carries over to GPU
-types with no rows (``transfer``). Fitted with BFGS through the differentiable model
-(``jax.scipy.optimize.minimize``).
+Per GPU die: large-GEMM efficiency (bf16 and fp8), the GEMM dimension at which efficiency
+halves, the fused-attention efficiency; per GPU type: the streaming-HBM efficiency (one die
+ships with different memory: A100 40 GB HBM2 / 80 GB HBM2e, H100 HBM3 / H200 HBM3e);
+globally: the overlap efficiency eta. Not one knob per row. The loss is the squared log
+error of the step time, each source weighted equally (MPT is three quarters of the rows),
+plus a weak pull towards the spec values so that a parameter the data cannot see stays where
+the specs put it. Each parameter lives in an unconstrained space (logit for fractions, log
+for the dimension) as spec value + an offset shared by every GPU + a deviation per die (per
+GPU type for ``mem_eff``): what the software stacks lose against the specs on every GPU is
+learned once and carries over to GPU types with no rows (``transfer``), and a GPU type
+without rows whose die has rows (H200) takes that die's deviations. Fitted with BFGS through
+the differentiable model (``jax.scipy.optimize.minimize``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from ._jct import estimate, unmasked_step
 from ._types import Config
 
 GPU_PARAMS = ("matmul_eff", "fp8_matmul_eff", "matmul_half_dim", "attn_eff", "mem_eff")
+DIE_PARAMS = ("matmul_eff", "fp8_matmul_eff", "matmul_half_dim", "attn_eff")  # the chip's; mem_eff is the SKU's
 LOG_PARAMS = {"matmul_half_dim"}  # positive, unbounded; the rest are fractions in (0, 1)
 # Pull towards the spec values, on every unconstrained coordinate (shared offsets, per-GPU
 # deviations, eta). Chosen on runs_dev.csv (fitted / leave-one-source-out median, 2026-11-21):
@@ -34,13 +37,14 @@ PRIOR_WEIGHT = 1e-3
 
 class Problem(NamedTuple):
     """Rows to fit: a batched Config, which GPU type each row runs on, its measured step time,
-    and its weight (1 / rows of its source / number of sources)."""
+    and its weight (1 / rows of its source / number of sources); which die each GPU type is."""
 
     batch: Config  # leaves (n_rows,)
     gpu_index: np.ndarray  # (n_rows,) int, into gpus
     gpus: tuple[str, ...]
     measured_s: np.ndarray  # (n_rows,)
     weight: np.ndarray  # (n_rows,), sums to 1
+    dies: tuple[str, ...]  # (n_gpus,) the die of each of gpus
 
 
 def _fwd(name, x):
@@ -51,26 +55,43 @@ def _inv(name, z):
     return jnp.exp(z) if name in LOG_PARAMS else jax.nn.sigmoid(z)
 
 
-def split(z: jnp.ndarray, n_gpus: int):
-    """Unconstrained vector -> (shared offsets (n_params,), per-GPU deviations (n_params, n_gpus), eta)."""
+def _groups(p: str, dies: tuple[str, ...]) -> np.ndarray:
+    """(n_gpus,) index of the deviation each GPU type uses for parameter ``p``."""
+    if p in DIE_PARAMS:
+        names = sorted(set(dies))
+        return np.array([names.index(d) for d in dies])
+    return np.arange(len(dies))
+
+
+def n_unknowns(dies: tuple[str, ...]) -> int:
+    """Shared offsets, one deviation per die (per GPU type for mem_eff), eta."""
+    return len(GPU_PARAMS) + sum(_groups(p, dies).max() + 1 for p in GPU_PARAMS) + 1
+
+
+def split(z: jnp.ndarray, dies: tuple[str, ...]):
+    """Unconstrained vector -> (shared offsets (n_params,), {param: deviation per GPU type (n_gpus,)}, eta)."""
     k = len(GPU_PARAMS)
-    return z[:k], z[k:k + k * n_gpus].reshape(k, n_gpus), z[-1]
+    dev, start = {}, k
+    for p in GPU_PARAMS:
+        groups = _groups(p, dies)
+        dev[p] = z[start + groups]
+        start += int(groups.max()) + 1
+    return z[:k], dev, z[-1]
 
 
-def values_from(z: jnp.ndarray, prior: dict) -> dict:
+def values_from(z: jnp.ndarray, prior: dict, dies: tuple[str, ...]) -> dict:
     """{"gpu": {param: (n_gpus,)}, "overlap_eta": scalar}: the prior (spec) values moved by the shared
-    offset and each GPU's deviation, in the unconstrained space."""
-    n_gpus = len(prior["gpu"][GPU_PARAMS[0]])
-    shared, dev, eta = split(z, n_gpus)
-    gpu = {p: _inv(p, _fwd(p, jnp.asarray(prior["gpu"][p])) + shared[i] + dev[i]) for i, p in enumerate(GPU_PARAMS)}
+    offset and each GPU's (die's) deviation, in the unconstrained space."""
+    shared, dev, eta = split(z, dies)
+    gpu = {p: _inv(p, _fwd(p, jnp.asarray(prior["gpu"][p])) + shared[i] + dev[p]) for i, p in enumerate(GPU_PARAMS)}
     return {"gpu": gpu, "overlap_eta": _inv("overlap_eta", _fwd("overlap_eta", jnp.asarray(prior["overlap_eta"])) + eta)}
 
 
-def transfer(shared: dict, spec: dict) -> dict:
-    """Values for a GPU without rows: its catalog (spec) values moved by the shared offsets
-    ``{param: offset}`` of a fit. A catalog 0 (no fp8 tensor cores) stays 0."""
-    return {p: (float(_inv(p, _fwd(p, jnp.asarray(v)) + shared[p])) if v > 0 else 0.0)
-            for p, v in spec.items() if p in shared}
+def transfer(offsets: dict, spec: dict) -> dict:
+    """Values for a GPU without rows: its spec values moved by offsets ``{param: offset}`` in
+    the unconstrained space (``Fit.offsets_for``). A spec 0 (no fp8 tensor cores) stays 0."""
+    return {p: (float(_inv(p, _fwd(p, jnp.asarray(v)) + offsets[p])) if v > 0 else 0.0)
+            for p, v in spec.items() if p in offsets}
 
 
 def catalog_values(problem: Problem) -> dict:
@@ -103,26 +124,34 @@ def step_times(values: dict, problem: Problem) -> jnp.ndarray:
 
 
 def loss(z: jnp.ndarray, problem: Problem, prior: dict, prior_weight: float = PRIOR_WEIGHT) -> jnp.ndarray:
-    pred = step_times(values_from(z, prior), problem)
+    pred = step_times(values_from(z, prior, problem.dies), problem)
     err = jnp.log(pred) - jnp.log(problem.measured_s)
     return jnp.sum(problem.weight * err**2) + prior_weight * jnp.mean(z**2)
 
 
 class Fit(NamedTuple):
     values: dict  # {"gpu": {param: (n_gpus,)}, "overlap_eta": float}
-    shared: dict  # {param: offset in the unconstrained space}, for ``transfer``
+    shared: dict  # {param: offset in the unconstrained space}, every GPU's
+    die_deviations: dict  # {die: {param: deviation}} for the dies with rows (DIE_PARAMS)
     loss: float
+
+    def offsets_for(self, die: str) -> dict:
+        """Offsets (``transfer``) for a GPU type without rows: the shared ones, plus its die's
+        deviations where the die has rows."""
+        own = self.die_deviations.get(die, {})
+        return {p: v + own.get(p, 0.0) for p, v in self.shared.items()}
 
 
 def fit(problem: Problem, prior: dict, max_iter: int = 200, prior_weight: float = PRIOR_WEIGHT) -> Fit:
     """Fitted values, starting from and pulled towards ``prior`` (the spec values)."""
     prior = jax.tree.map(jnp.asarray, prior)
-    z0 = jnp.zeros(len(GPU_PARAMS) * (1 + len(problem.gpus)) + 1)
+    z0 = jnp.zeros(n_unknowns(problem.dies))
     objective = jax.jit(lambda z: loss(z, problem, prior, prior_weight))
     res = minimize(objective, z0, method="BFGS", options={"maxiter": max_iter})
-    shared, _, _ = split(res.x, len(problem.gpus))
-    return Fit(jax.tree.map(np.asarray, values_from(res.x, prior)),
-               {p: float(shared[i]) for i, p in enumerate(GPU_PARAMS)}, float(res.fun))
+    shared, dev, _ = split(res.x, problem.dies)
+    dies = {d: {p: float(dev[p][problem.dies.index(d)]) for p in DIE_PARAMS} for d in problem.dies}
+    return Fit(jax.tree.map(np.asarray, values_from(res.x, prior, problem.dies)),
+               {p: float(shared[i]) for i, p in enumerate(GPU_PARAMS)}, dies, float(res.fun))
 
 
 def subset(problem: Problem, rows: np.ndarray) -> Problem:

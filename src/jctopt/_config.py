@@ -46,6 +46,7 @@ class ModelConf:
 @dataclass
 class GPUConf:
     name: str = MISSING
+    die: Optional[str] = None  # compute die; GPU types on one die share fitted compute efficiencies. None: its own
     peak_bf16_tflops: float = MISSING
     peak_fp8_tflops: float = 0.0
     hbm_gb: float = MISSING

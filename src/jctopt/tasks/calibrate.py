@@ -3,11 +3,14 @@ the fit does on sources it was not fitted to.
 
 Reads the same CSV as ``validate`` (``validate.runs``), fits on every placed row with a step
 time (``jctopt._calibrate``), starting from the spec values (``spec_values``), then refits
-once per source with that source left out and predicts it (leave-one-source-out). Writes, in the run directory, ``calibration.yaml``
+once per source with that source left out and predicts it (leave-one-source-out), and once
+per GPU die with all of its rows left out (leave-one-die-out: what to expect of a GPU type
+known only from its specs). Writes, in the run directory, ``calibration.yaml``
 (per-GPU values and eta, with the data file, its SHA-256, the date, the rows and the errors)
 and ``calibrate.parquet`` (each row: measured, catalog, fitted and left-out predictions).
-GPU types without rows get their spec values moved by the fit's shared offsets
-(``_calibrate.transfer``). ``calibrate.apply=true`` writes the values into the catalogs.
+GPU types without rows get their spec values moved by the fit's shared offsets, and by their
+die's deviations where another GPU type on the same die has rows (``_calibrate.transfer``).
+``calibrate.apply=true`` writes the values into the catalogs.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from .validate import DEFAULT_RUNS, place_rows, read_runs
 
 CALIBRATION_RECORD = CONF_DIR / "calibration.yaml"
 TRAINING_PRESETS = ("megatron", "modern")
+# Errors reported: catalog (as shipped), fitted, leave-one-source-out, leave-one-die-out.
+KINDS = ("catalog", "fitted", "loso", "lodo")
 
 
 def problem_from_runs(cfg: DictConfig, runs: Path) -> tuple[Cal.Problem, pd.DataFrame]:
@@ -45,7 +50,7 @@ def problem_from_runs(cfg: DictConfig, runs: Path) -> tuple[Cal.Problem, pd.Data
     gpus = tuple(sorted(set(records.gpu)))
     batch = stack([configs[k] for k in keep])
     problem = Cal.Problem(batch, np.array([gpus.index(g) for g in records.gpu]), gpus, measured[keep],
-                          Cal.source_weights(records.source.tolist()))
+                          Cal.source_weights(records.source.tolist()), tuple(die_of(g) for g in gpus))
     return problem, records
 
 
@@ -55,6 +60,11 @@ def _pct(pred, measured) -> np.ndarray:
 
 def catalog_gpus() -> list[str]:
     return sorted(p.stem for p in (CONF_DIR / "gpu").glob("*.yaml"))
+
+
+def die_of(gpu: str) -> str:
+    """The compute die of a catalog GPU type (``die``; its own name where none is given)."""
+    return load_option("gpu", gpu).die or gpu
 
 
 def spec_values() -> dict:
@@ -82,14 +92,18 @@ def run_calibrate(cfg: DictConfig, runs: Path, loso: bool = True) -> tuple[dict,
     result = Cal.fit(problem, prior)
     records["catalog_s"] = np.asarray(Cal.step_times(jax.tree.map(jnp.asarray, Cal.catalog_values(problem)), problem))
     records["fitted_s"] = np.asarray(Cal.step_times(jax.tree.map(jnp.asarray, result.values), problem))
-    records["loso_s"] = np.nan
+    records["loso_s"] = records["lodo_s"] = np.nan
     if loso:
-        for source in records.source.unique():
-            held = (records.source == source).to_numpy()
-            left_out = Cal.fit(Cal.subset(problem, np.flatnonzero(~held)), prior)
-            pred = np.asarray(Cal.step_times(jax.tree.map(jnp.asarray, left_out.values), problem))
-            records.loc[held, "loso_s"] = pred[held]
-    for kind in ("catalog", "fitted", "loso"):
+        dies = np.asarray(problem.dies)[problem.gpu_index]
+        # Leave one source out; then leave one die out, all its rows: the error of a GPU
+        # type predicted from specs and the other dies' fit, as for B200 or MI300X.
+        for kind, labels in (("loso", records.source.to_numpy()), ("lodo", dies)):
+            for label in np.unique(labels) if len(set(labels)) > 1 else []:
+                held = labels == label
+                left_out = Cal.fit(Cal.subset(problem, np.flatnonzero(~held)), prior)
+                pred = np.asarray(Cal.step_times(jax.tree.map(jnp.asarray, left_out.values), problem))
+                records.loc[held, f"{kind}_s"] = pred[held]
+    for kind in KINDS:
         records[f"{kind}_abs_pct_error"] = _pct(records[f"{kind}_s"], records.measured_iter_time_s.to_numpy(float))
     gpu = {}
     for name in catalog_gpus():
@@ -100,15 +114,18 @@ def run_calibrate(cfg: DictConfig, runs: Path, loso: bool = True) -> tuple[dict,
             if own["fp8_matmul_eff"] <= 0:  # no fp8 tensor cores: nothing to fit
                 values["fp8_matmul_eff"] = 0.0
             gpu[name] = {"from": "rows", **values}
+        elif die_of(name) in result.die_deviations:
+            gpu[name] = {"from": f"die {die_of(name)} rows, own memory spec",
+                         **Cal.transfer(result.offsets_for(die_of(name)), own)}
         else:
             gpu[name] = {"from": "specs", **Cal.transfer(result.shared, own)}
     out = {"gpu": gpu, "training": {"overlap_eta": float(result.values["overlap_eta"])},
-           "shared_offsets": result.shared, "loss": result.loss, "spec": spec}
+           "shared_offsets": result.shared, "die_deviations": result.die_deviations, "loss": result.loss, "spec": spec}
     return out, records
 
 
 def errors_by_source(records: pd.DataFrame) -> pd.DataFrame:
-    cols = [c for c in ("catalog_abs_pct_error", "fitted_abs_pct_error", "loso_abs_pct_error") if c in records]
+    cols = [f"{k}_abs_pct_error" for k in KINDS if f"{k}_abs_pct_error" in records]
     per = records.groupby("source")[cols].median()
     per.loc["all rows (median)"] = records[cols].median()
     per.loc["all rows (p90)"] = records[cols].quantile(0.9)
@@ -125,7 +142,7 @@ def _set_values(path: Path, values: dict, note: str, spec: dict) -> None:
         match = pattern.search(text)
         if match is None:
             raise ConfigError(f"{path}: no line `{key}: ...` to calibrate")
-        comment = re.sub(r"^#\s*(calibrated[^;]*;\s*)?((was|spec) [^;\s]+(;\s*|$))?", "", match.group(2) or "")
+        comment = re.sub(r"^#\s*(calibrated[^;]*;\s*)?((was|spec) [^;\s]+(;\s*|$))*", "", match.group(2) or "")
         line = f"{key}: {value:.4g}".ljust(29) + f"# {note}; spec {spec[key]:.4g}; {comment}".rstrip("; ")
         text = text[:match.start()] + line + text[match.end():]
     path.write_text(text)
@@ -153,7 +170,7 @@ def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
     table = errors_by_source(records)
     console.print(table.round(1).to_string())
     errors = {k: {"median": float(records[f"{k}_abs_pct_error"].median()),
-                  "p90": float(records[f"{k}_abs_pct_error"].quantile(0.9))} for k in ("catalog", "fitted", "loso")}
+                  "p90": float(records[f"{k}_abs_pct_error"].quantile(0.9))} for k in KINDS}
     meta = {"data": runs.name, "sha256": hashlib.sha256(runs.read_bytes()).hexdigest(),
             "date": datetime.date.today().isoformat(), "rows": int(len(records)), "abs_pct_error": errors}
     doc = {"calibration": meta, **fitted}
@@ -165,5 +182,5 @@ def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
         console.print(f"applied: conf/gpu/*.yaml, conf/training/*.yaml, {CALIBRATION_RECORD}")
     m = {k: v["median"] for k, v in errors.items()}
     print(f"median_abs_pct_error catalog={m['catalog']:.2f} fitted={m['fitted']:.2f} "
-          f"leave_one_source_out={m['loso']:.2f} n={len(records)}")
+          f"leave_one_source_out={m['loso']:.2f} leave_one_die_out={m['lodo']:.2f} n={len(records)}")
     return records
