@@ -93,6 +93,18 @@ def test_hybrid_shard_shards_in_the_node_and_all_reduces_across_nodes(config):
     assert float(e_hyb.dp_comm_raw_s) == pytest.approx(shard_sync, rel=1e-9)
 
 
+def test_deepspeed_zero3_pays_the_ring_latency_per_tensor(config):
+    """Four all-gathers per layer and pass (DeepSpeed gathers each weight matrix) move the
+    same bytes as one (FSDP) and pay 3 more ring latencies per layer and pass: the latency is
+    the time of an empty all-gather. Gathers exposed (no overlap), one micro-batch."""
+    base = ZERO3[:-2] + ("training.global_batch=1536", "training.dp_overlap=false")
+    one, four = estimate(config(*base)), estimate(config(*base, "training.zero3_collectives_per_layer=4"))
+    cfg = config(*base)
+    latency = float(K.all_gather(0.0, 1536.0, 1.0, cfg.gpu, cfg.fabric, cfg.cluster))
+    assert latency > 0.0 and float(one.n_micro) == 1.0
+    assert float(four.zero3_comm_s - one.zero3_comm_s) == pytest.approx(3 * 3 * 96 * latency, rel=1e-6)
+
+
 @pytest.mark.parametrize("sp", [False, True])
 def test_pipeline_sends_are_scattered_over_tp(config, sp):
     """Each TP rank sends 1/tp of the activation to the next stage; without SP the receiver

@@ -86,7 +86,7 @@ BOUNDS = {  # shipped (calibrated) medians of 2026-11-21 + ~2 points: a regressi
     "NeMo 24.07 performance_summary.md, Pretraining table": 10.0,
     "PyTorch blog 2024-03-13 \"Maximizing training throughput using PyTorch FSDP\", Table 1": 10.0,
     "MosaicML llm-foundry benchmarking README, \"H100 80GB BF16 (Large Scale, >= 128 GPUs)\"": 6.0,
-    "Narayanan et al. 2021 (arXiv:2104.04473), Table 2": 13.5,
+    "Narayanan et al. 2021 (arXiv:2104.04473), Table 2": 10.5,
     "MosaicML llm-foundry benchmarking README, \"H100 80GB BF16\"": 5.5,
     "MosaicML llm-foundry benchmarking README, \"H100 80GB FP8\"": 6.5,
 }
@@ -105,7 +105,8 @@ def test_every_placeable_source_is_guarded(predicted):
 
 
 def test_blank_sp_and_zero_follow_the_year_rules(compose):
-    """sp on with tp > 1 from 2022, distributed optimizer and DP overlap from 2023, TP/PP overlap and
+    """sp on with tp > 1 from 2022, FSDP's one ZeRO-3 gather per layer from 2022 (DeepSpeed's one
+    per weight matrix before), distributed optimizer and DP overlap from 2023, TP/PP overlap and
     hybrid sharding from 2024; sharding named in the notes wins."""
     base = compose("task=validate")
     row = {"id": "r", "source": "Some stack 2024", "model": "GPT", "layers": 24, "hidden": 2048, "ffn_hidden": 8192,
@@ -116,9 +117,13 @@ def test_blank_sp_and_zero_follow_the_year_rules(compose):
     assert cfg.training.seq_parallel and cfg.training.zero_stage == 1 and cfg.training.mp_comm_overlap
     assert {"sp", "zero_stage"} <= set(used)
     assert cfg.training.dp_overlap and cfg.training.hybrid_shard
+    assert cfg.training.zero3_collectives_per_layer == 1
     cfg, _ = validate.row_config(base, dict(row, source="Paper 2021"))
     assert not cfg.training.seq_parallel and cfg.training.zero_stage == 0 and not cfg.training.mp_comm_overlap
     assert not cfg.training.dp_overlap and not cfg.training.hybrid_shard
+    assert cfg.training.zero3_collectives_per_layer == 4  # QKV, output, MLP in, MLP out
+    cfg, _ = validate.row_config(base, dict(row, source="Paper 2021", ffn_hidden=5461))
+    assert cfg.training.zero3_collectives_per_layer == 5  # + the GLU gate
     cfg, _ = validate.row_config(base, dict(row, notes="FSDP FULL_SHARD"))
     assert not cfg.training.hybrid_shard  # the notes name the strategy
     cfg, _ = validate.row_config(base, dict(row, tp=1, dp=16))

@@ -121,6 +121,7 @@ class TrainingConf:
     recompute: str = "none"  # none | selective | full
     zero_stage: int = 1
     hybrid_shard: bool = False  # ZeRO-3 only: shard inside a node, replicate across nodes (FSDP HYBRID_SHARD)
+    zero3_collectives_per_layer: float = 1.0  # FSDP: 1 (one flat parameter per layer); DeepSpeed ZeRO-3: one per weight matrix
     seq_parallel: bool = True
     flash_attention: bool = True
     precision: str = "bf16"  # bf16 | fp8
@@ -280,7 +281,8 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
         "cluster": ["gpus_per_node", "nics_per_node", "switch_radix", "mtbf_node_h",
                     "storage_write_gbps", "storage_read_gbps", "staging_gbps", "power_frac", "pue"],
         **({"layout": ["n_gpus", "tp", "pp", "cp", "ep", "vpp"]} if layout else {}),
-        "training": ["global_batch", "micro_batch", "grad_bytes", "grad_compression", "bucket_mparams"],
+        "training": ["global_batch", "micro_batch", "grad_bytes", "grad_compression", "bucket_mparams",
+                     "zero3_collectives_per_layer"],
         "job": ["tokens"],
     }
     for group, keys in positive.items():

@@ -221,9 +221,12 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     # ZeRO-3: every micro-batch gathers each layer's parameters forward and again backward,
     # and reduce-scatters its gradients, over the shard group, prefetched behind compute
     # (Rajbhandari et al. 2020 Sec. 7.2.2: 3x the parameter bytes per pass, vs 2x for DDP).
-    # Layer by layer (FSDP units, ZeRO-3 sub-modules), so the ring latency is paid per layer.
+    # Layer by layer, so the ring latency is paid per collective: one per layer with FSDP (a
+    # flat parameter per wrapped block, Zhao et al. 2023 Sec. 3.2), one per partitioned tensor
+    # with DeepSpeed ZeRO-3 (`zero3_collectives_per_layer`). The bytes split over them.
     def layer_by_layer(nbytes, group, stride):
-        return layers_per_stage * K.all_gather(nbytes / layers_per_stage, group, stride, g, f, c)
+        n = layers_per_stage * t.zero3_collectives_per_layer
+        return n * K.all_gather(nbytes / n, group, stride, g, f, c)
 
     def zero3_pass(bytes_per_param):
         return (layer_by_layer(bytes_per_param * dense, mem.shard_dense, lay.tp)

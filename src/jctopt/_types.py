@@ -101,6 +101,7 @@ class Training(NamedTuple):
     recompute: Array  # 0 none, 1 selective (attention core), 2 full
     zero_stage: Array  # 0..3
     hybrid_shard: Array  # 1 = ZeRO-3 state sharded inside a node only, nodes are replicas (FSDP HYBRID_SHARD)
+    zero3_collectives_per_layer: Array  # ZeRO-3 all-gathers (reduce-scatters) per layer and pass
     seq_parallel: Array  # 1 = Megatron sequence parallelism with TP
     flash_attention: Array  # 1 = attention scores are never stored
     fp8: Array  # 1 = fp8 GEMMs

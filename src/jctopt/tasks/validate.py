@@ -201,6 +201,11 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     # Megatron-Core 2024 recipes overlap TP collectives (--tp-comm-overlap) and PP sends.
     tr.mp_comm_overlap = year >= 2024
     tr.hybrid_shard = _hybrid_shard(row, year)
+    # ZeRO-3 before PyTorch FSDP (2022) is DeepSpeed's, which all-gathers every partitioned
+    # tensor on its own (partition_parameters.py, 2020-21: one _allgather_param per parameter):
+    # the layer's weight matrices (QKV, output, MLP in and out, a GLU gate); biases and norms
+    # stay whole under stage3_param_persistence_threshold.
+    tr.zero3_collectives_per_layer = 1 if year >= 2022 else 4 + int(cfg.model.glu)
     tr.dp_overlap = year >= 2023
     return cfg, used
 
@@ -311,7 +316,10 @@ def report(df: pd.DataFrame, runs: Path) -> str:
               "2022 Sec. 6.3), on from 2023 (PyTorch DDP/FSDP, Megatron-Core `--overlap-grad-reduce`)",
               "- ZeRO-3 sharding: as the notes name it (`FULL_SHARD` or `HYBRID_SHARD`); else inside a node, "
               "nodes replicating (FSDP `HYBRID_SHARD`), for sources from 2024 on, and over every "
-              "data-parallel rank (DeepSpeed ZeRO-3) before"]
+              "data-parallel rank (DeepSpeed ZeRO-3) before",
+              "- ZeRO-3 all-gathers per layer (`zero3_collectives_per_layer`): 1 for sources from 2022 on "
+              "(PyTorch FSDP, one flat parameter per layer), before one per weight matrix, 4 (5 with a GLU "
+              "gate), as DeepSpeed ZeRO-3 gathered each partitioned tensor on its own"]
     return "\n".join(lines) + "\n"
 
 
