@@ -114,11 +114,10 @@ def run_calibrate(cfg: DictConfig, runs: Path, loso: bool = True) -> tuple[dict,
             if own["fp8_matmul_eff"] <= 0:  # no fp8 tensor cores: nothing to fit
                 values["fp8_matmul_eff"] = 0.0
             gpu[name] = {"from": "rows", **values}
-        elif die_of(name) in result.die_deviations:
-            gpu[name] = {"from": f"die {die_of(name)} rows, own memory spec",
-                         **Cal.transfer(result.offsets_for(die_of(name)), own)}
-        else:
-            gpu[name] = {"from": "specs", **Cal.transfer(result.shared, own)}
+        else:  # offsets_for: the shared offsets, plus the die's deviations where it has rows
+            die = die_of(name)
+            origin = f"die {die} rows, own memory spec" if die in result.die_deviations else "specs"
+            gpu[name] = {"from": origin, **Cal.transfer(result.offsets_for(die), own)}
     out = {"gpu": gpu, "training": {"overlap_eta": float(result.values["overlap_eta"])},
            "shared_offsets": result.shared, "die_deviations": result.die_deviations, "loss": result.loss, "spec": spec}
     return out, records
