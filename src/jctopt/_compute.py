@@ -118,9 +118,9 @@ def hbm_rate(g: GPUSpec):
     return 1e12 * g.hbm_tbps * g.mem_eff
 
 
-def layer_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp):
-    """Forward time (s) of one layer for one micro-batch on one GPU, split into
-    (GEMMs, attention core, memory-bound elementwise ops).
+def layer_gemm_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp):
+    """Forward time (s) of one layer's GEMMs for one micro-batch on one GPU, split into
+    (column-parallel: QKV and MLP up, row-parallel: attention output and MLP down).
 
     Tokens per GPU are b s / cp (context parallel splits the sequence); weights are split
     over tp (Megatron column/row parallel). MoE expert GEMMs see top_k x tokens spread over
@@ -136,7 +136,15 @@ def layer_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp):
     expert_tokens = tokens * m.top_k / m.n_experts
     up = gemm_time(expert_tokens, h, (1.0 + m.glu) * m.ffn_hidden / tp, rate, g)
     down = gemm_time(expert_tokens, m.ffn_hidden / tp, h, rate, g)
-    mlp = m.n_experts * (up + down)
+    return qkv + m.n_experts * up, proj + m.n_experts * down
+
+
+def layer_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp):
+    """Forward time (s) of one layer for one micro-batch on one GPU, split into
+    (GEMMs, attention core, memory-bound elementwise ops)."""
+    column, row = layer_gemm_times(m, g, t, tp, cp)
+    tokens = t.micro_batch * t.seq_len / cp
+    h, d = m.hidden, head_dim(m)
     # Attention core, forward: per head (s/cp x d) @ (d x s) and (s/cp x s) @ (s x d), bf16
     # even in fp8. A fused (flash) kernel never writes the s x s scores, skips the masked half
     # of a causal square and runs at attn_eff of the bf16 peak, its FLOPs counted as
@@ -157,7 +165,7 @@ def layer_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp):
     sp_div = jnp.where(t.seq_parallel > 0, tp, 1.0)
     elementwise_bytes = 2.0 * tokens * (11.0 * h / sp_div + 2.0 * (1.0 + m.glu) * m.top_k * m.ffn_hidden / tp)
     elementwise = elementwise_bytes / hbm_rate(g)
-    return qkv + proj + mlp, core, elementwise
+    return column + row, core, elementwise
 
 
 CROSS_ENTROPY_BYTES = 20.0

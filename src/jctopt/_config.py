@@ -130,6 +130,7 @@ class TrainingConf:
     overlap_eta: float = 0.9
     dp_overlap: bool = True  # gradient sync and ZeRO-3 gathers overlapped with compute
     mp_comm_overlap: bool = False
+    tp_async_backward: bool = True  # Megatron --async-tensor-model-parallel-allreduce (its default)
     bucket_mparams: float = 25.0
     reserved_gb: float = 4.0
 

@@ -153,16 +153,32 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     tokens = t.micro_batch * t.seq_len / lay.cp
     act_bytes = 2.0 * tokens * m.hidden  # bf16 activations
     recompute_full = jnp.where(t.recompute >= 2, 1.0, 0.0)
-    # TP: 2 all-reduces forward, 2 backward per layer, 2 more when recomputing
-    # (Megatron, Shoeybi 2019 Fig. 4); SP's all-gather + reduce-scatter move the same bytes.
-    n_tp = layers_per_stage * (4.0 + 2.0 * recompute_full)
-    tp_raw = n_tp * K.all_reduce(act_bytes, lay.tp, 1.0, g, f, c)
+    # TP, in all-reduces of the layer's activations (SP's all-gather + reduce-scatter pairs move
+    # the same bytes): 2 forward (row-parallel outputs), 2 more when recomputing, 2 backward
+    # (column-parallel input gradients) per layer (Shoeybi 2019 Fig. 4).
+    tp_ar = K.all_reduce(act_bytes, lay.tp, 1.0, g, f, c)
+    n_tp_forward = layers_per_stage * (2.0 + 2.0 * recompute_full)
+    tp_raw = (n_tp_forward + 2.0 * layers_per_stage) * tp_ar
     # With mp_comm_overlap the collectives are split into chunks pipelined with the GEMMs
     # that produce and consume them (Transformer Engine userbuffers, Megatron --tp-comm-overlap;
     # Wang et al. 2023, "Overlap communication with dependent computation").
     mp_overlap = jnp.where(t.mp_comm_overlap > 0, t.overlap_eta, 0.0)
     gemm_window = layers_per_stage * (3.0 + recompute_full) * gemm
-    tp_mb = overlap(tp_raw, gemm_window, mp_overlap)
+    # Without it, Megatron's column-parallel backward (--async-tensor-model-parallel-allreduce in
+    # the code of Korthikanti et al. 2022, megatron/mpu/layers.py) starts the input-gradient
+    # all-reduce and computes the weight gradient meanwhile; under SP it re-gathers the layer
+    # input behind the data-gradient GEMM and reduce-scatters behind the weight gradient, leaving
+    # the row-parallel layers' output-gradient all-gathers (one all-reduce's bytes per layer)
+    # exposed. What the GEMMs cover is hidden whole: Korthikanti et al. 2022 Table 4 (22B layer)
+    # measures the backward at 11.9 ms, with SP 11.8 ms, what its GEMMs, core and elementwise
+    # ops take alone (+ SP's exposed all-gathers).
+    column, _ = C.layer_gemm_times(m, g, t, lay.tp, lay.cp)
+    sp = jnp.where(t.seq_parallel > 0, 1.0, 0.0)
+    hidden_bwd = 2.0 * layers_per_stage * tp_ar
+    async_bwd = sp * layers_per_stage * tp_ar + overlap(hidden_bwd, (1.0 + sp) * layers_per_stage * column, 1.0)
+    tp_async = n_tp_forward * tp_ar + async_bwd
+    tp_mb = jnp.where((t.tp_async_backward > 0) & (t.mp_comm_overlap < 1), tp_async,
+                      overlap(tp_raw, gemm_window, mp_overlap))
     # CP: K and V of the full sequence gathered forward, gathered + reduce-scattered backward,
     # hidden behind the attention core (ring attention, Liu et al. 2023).
     kv_bytes = 2.0 * 2.0 * t.micro_batch * t.seq_len * m.n_kv_heads * C.head_dim(m) / lay.tp

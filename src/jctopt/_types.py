@@ -110,6 +110,7 @@ class Training(NamedTuple):
     overlap_eta: Array  # fraction of the overlap window that hides DP traffic
     dp_overlap: Array  # 1 = data-parallel traffic (gradient sync, ZeRO-3 gathers) overlapped with compute
     mp_comm_overlap: Array  # 1 = TP collectives pipelined with the GEMMs, PP sends with compute
+    tp_async_backward: Array  # 1 = column-parallel backward collectives behind the weight-gradient GEMMs
     bucket_mparams: Array  # DDP bucket size, millions of parameters
     reserved_gb: Array  # CUDA context, NCCL buffers, allocator fragmentation per GPU
 

@@ -200,6 +200,9 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     tr.flash_attention = year >= 2023  # FlashAttention (2022) is standard in the 2023+ stacks
     # Megatron-Core 2024 recipes overlap TP collectives (--tp-comm-overlap) and PP sends.
     tr.mp_comm_overlap = year >= 2024
+    # Megatron-LM's asynchronous column-parallel backward all-reduce, on by default in the code
+    # of Korthikanti et al. 2022 (megatron/mpu/layers.py); the 2021 runs predate it.
+    tr.tp_async_backward = year >= 2022
     tr.hybrid_shard = _hybrid_shard(row, year)
     # ZeRO-3 before PyTorch FSDP (2022) is DeepSpeed's, which all-gathers every partitioned
     # tensor on its own (partition_parameters.py, 2020-21: one _allgather_param per parameter):
@@ -311,6 +314,9 @@ def report(df: pd.DataFrame, runs: Path) -> str:
               "- FlashAttention: on for sources from 2023 on, off before",
               "- TP/PP communication overlap (`mp_comm_overlap`): on for sources from 2024 on (Megatron-Core "
               "`--tp-comm-overlap`, `--overlap-p2p-communication`), off before",
+              "- Column-parallel backward all-reduces behind the weight-gradient GEMMs (`tp_async_backward`): "
+              "on for sources from 2022 on (Megatron-LM `--async-tensor-model-parallel-allreduce`, in the code "
+              "of Korthikanti et al. 2022), off before",
               "- Data-parallel traffic (gradient sync, ZeRO-3 gathers) overlapped with compute (`dp_overlap`): "
               "off for sources before 2023 (Megatron-LM all-reduced after the backward, Korthikanti et al. "
               "2022 Sec. 6.3), on from 2023 (PyTorch DDP/FSDP, Megatron-Core `--overlap-grad-reduce`)",
