@@ -31,7 +31,7 @@ DIE_PARAMS = ("matmul_eff", "fp8_matmul_eff", "matmul_half_dim", "attn_eff")  # 
 LOG_PARAMS = {"matmul_half_dim"}  # positive, unbounded; the rest are fractions in (0, 1)
 # Pull towards the spec values, on every unconstrained coordinate (shared offsets, per-die
 # and per-GPU deviations, eta). Chosen on runs_dev.csv (fitted / leave-one-source-out median,
-# 2026-11-21): 3e-4: 4.1 / 5.3 %; 1e-3: 4.1 / 5.1 %; 3e-3: 4.0 / 5.2 %; 1e-2: 4.6 / 6.3 %.
+# squared loss, 2026-11-21): 3e-4: 4.1 / 5.3 %; 1e-3: 4.1 / 5.1 %; 3e-3: 4.0 / 5.2 %; 1e-2: 4.6 / 6.3 %.
 PRIOR_WEIGHT = 1e-3
 # The log error enters as a pseudo-Huber penalty: quadratic below HUBER_DELTA (10 %), linear
 # beyond, so that rows whose error comes from an effect the model lacks (e.g. Narayanan 2021
