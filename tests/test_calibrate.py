@@ -154,3 +154,10 @@ def test_left_out_predictions_never_see_the_left_out_rows(compose, tmp_path):
         assert out["as_is"][kind].notna().all()
         np.testing.assert_allclose(out["scaled"].loc[held, kind], out["as_is"].loc[held, kind], rtol=1e-6)
     assert (out["scaled"].loc[held, "fitted_s"] > 1.05 * out["as_is"].loc[held, "fitted_s"]).all()
+
+
+def test_pseudo_huber_is_the_squared_loss_for_small_errors_and_linear_beyond():
+    """x^2 well inside delta (PRIOR_WEIGHT keeps its scale), 2 delta |x| - 2 delta^2 far outside."""
+    delta = Cal.HUBER_DELTA
+    assert float(Cal.pseudo_huber(0.01, delta)) == pytest.approx(0.01**2, rel=1e-2)
+    assert float(Cal.pseudo_huber(-10.0, delta)) == pytest.approx(2 * delta * 10.0 - 2 * delta**2, rel=1e-3)

@@ -4,8 +4,8 @@ Per GPU die: large-GEMM efficiency (bf16 and fp8), the GEMM dimension at which e
 halves, the fused-attention efficiency; per GPU type: the streaming-HBM efficiency (one die
 ships with different memory: A100 40 GB HBM2 / 80 GB HBM2e, H100 HBM3 / H200 HBM3e);
 globally: the overlap efficiency eta. Not one knob per row. The loss is a robust (pseudo-
-Huber) penalty on the log error of the step time, each source weighted equally (MPT is three quarters of the rows),
-plus a weak pull towards the spec values so that a parameter the data cannot see stays where
+Huber) penalty on the log error of the step time, each source weighted equally (MPT is three
+quarters of the rows), plus a weak pull towards the spec values so that a parameter the data cannot see stays where
 the specs put it. Each parameter lives in an unconstrained space (logit for fractions, log
 for the dimension) as spec value + an offset shared by every GPU + a deviation per die (per
 GPU type for ``mem_eff``): what the software stacks lose against the specs on every GPU is
