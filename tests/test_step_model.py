@@ -6,7 +6,9 @@ import pytest
 from jctopt import _comm as K
 from jctopt import _compute as C
 from jctopt import _memory as Mem
+from jctopt._config import to_config
 from jctopt._jct import estimate
+from jctopt.tasks import validate
 
 # GPT-3 175B (s = 2048, h = 12288) on the default layout: tp 8, pp 16, dp 8 (conf/layout/gpt3_175b_1024.yaml).
 S, H = 2048, 12288
@@ -77,9 +79,6 @@ KORTHIKANTI_T4_MS = {(False, "none"): 19.6, (True, "none"): 19.0, (False, "full"
 def test_layer_time_matches_korthikanti_table_4(compose, sp, recompute):
     """The shipped model's per-layer compute + TP time within 6 % of the measured layer (with
     the backward all-reduces exposed it is 6-12 % over on all five)."""
-    from jctopt._config import to_config
-    from jctopt.tasks import validate
-
     runs = validate.read_runs(validate.DEFAULT_RUNS)
     row = runs[runs.id == "korthikanti22_t5_22b_full_recompute"].iloc[0].to_dict()
     row.update(sp=int(sp), recompute=recompute)
