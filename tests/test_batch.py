@@ -68,7 +68,7 @@ CONTINUOUS = {  # group -> fields that must have finite gradients
             "price_per_gpu_hour", "mtbf_gpu_h"],
     "fabric": ["nic_gbit", "nic_eff", "latency_us", "mtbf_nic_h", "mtbf_switch_h"],
     "cluster": ["mtbf_node_h", "storage_write_gbps", "jitter_cv", "oversubscription"],
-    "train": ["overlap_eta", "grad_compression"],
+    "train": ["overlap_eta", "zero3_overlap_eta", "grad_compression"],
     "job": ["ckpt_interval_s"],
 }
 

@@ -27,21 +27,24 @@ def test_zero_offsets_are_the_catalog(problem):
     back = Cal.values_from(z, prior, problem[0].dies)
     for p in Cal.GPU_PARAMS:
         np.testing.assert_allclose(back["gpu"][p], prior["gpu"][p], rtol=1e-12)
-    assert float(back["overlap_eta"]) == pytest.approx(prior["overlap_eta"])
+    for p in Cal.TRAINING_PARAMS:
+        assert float(back["training"][p]) == pytest.approx(prior["training"][p])
 
 
 def test_one_die_one_compute_deviation(problem):
     """A100 40 GB and 80 GB are one die: 5 shared offsets + 4 compute deviations for each of
-    2 dies + mem_eff for each of 3 GPU types + eta = 17 unknowns; a die deviation moves both."""
+    2 dies + mem_eff for each of 3 GPU types + 2 overlap etas = 18 unknowns; a die deviation moves both."""
     p = problem[0]
     assert p.gpus == ("a100_40gb", "a100_80gb", "h100_sxm") and p.dies == ("ga100", "ga100", "gh100")
-    assert Cal.n_unknowns(p.dies) == 5 + 4 * 2 + 3 + 1
-    z = np.zeros(17)
+    assert Cal.n_unknowns(p.dies) == 5 + 4 * 2 + 3 + 2
+    z = np.zeros(18)
     z[5] = 1.0  # matmul_eff deviation of the first die (ga100)
-    z[-2] = 2.0  # mem_eff deviation of the last GPU type (h100_sxm)
-    _, dev, _ = Cal.split(jnp.asarray(z), p.dies)
+    z[-3] = 2.0  # mem_eff deviation of the last GPU type (h100_sxm)
+    z[-1] = 3.0  # zero3_overlap_eta
+    _, dev, eta = Cal.split(jnp.asarray(z), p.dies)
     np.testing.assert_array_equal(dev["matmul_eff"], [1.0, 1.0, 0.0])
     np.testing.assert_array_equal(dev["mem_eff"], [0.0, 0.0, 2.0])
+    np.testing.assert_array_equal(eta, [0.0, 3.0])
 
 
 def test_transfer_moves_specs_by_the_shared_offset():
@@ -61,7 +64,8 @@ def test_fit_recovers_known_parameters(problem):
     error to ~0 and finds the parameters that the rows constrain."""
     p = problem[0]
     prior = Cal.catalog_values(p)
-    truth = {"gpu": {k: np.array(v, float) for k, v in prior["gpu"].items()}, "overlap_eta": 0.6}
+    truth = {"gpu": {k: np.array(v, float) for k, v in prior["gpu"].items()},
+             "training": {"overlap_eta": 0.6, "zero3_overlap_eta": 0.5}}
     # One value per die for the compute parameters (a100_40gb and a100_80gb are one die).
     truth["gpu"]["matmul_eff"] = prior["gpu"]["matmul_eff"] * np.array([0.85, 0.85, 0.9])
     truth["gpu"]["mem_eff"] = prior["gpu"]["mem_eff"] * np.array([0.9, 0.8, 0.95])
@@ -74,7 +78,8 @@ def test_fit_recovers_known_parameters(problem):
     assert np.median(before) > 0.08
     assert np.median(after) < 0.005 and np.percentile(after, 90) < 0.02
     np.testing.assert_allclose(fitted["gpu"]["matmul_eff"], truth["gpu"]["matmul_eff"], rtol=0.05)
-    assert float(fitted["overlap_eta"]) == pytest.approx(0.6, abs=0.1)
+    assert float(fitted["training"]["overlap_eta"]) == pytest.approx(0.6, abs=0.1)
+    assert float(fitted["training"]["zero3_overlap_eta"]) == pytest.approx(0.5, abs=0.1)
 
 
 def test_calibration_lowers_error_on_published_runs(compose):
@@ -97,7 +102,8 @@ def test_shipped_catalogs_carry_the_calibration(compose):
                 assert spec[key] == pytest.approx(value, rel=1e-3), (name, key)
     for preset in calibrate.TRAINING_PRESETS:
         cfg = compose(f"training={preset}")
-        assert cfg.training.overlap_eta == pytest.approx(record.training.overlap_eta, rel=1e-3)
+        for key, value in record.training.items():
+            assert cfg.training[key] == pytest.approx(value, rel=1e-3), (preset, key)
 
 
 def test_gpus_without_rows_are_their_specs_moved_once():

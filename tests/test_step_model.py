@@ -32,6 +32,22 @@ def test_flash_backward_is_two_and_a_half_forward(config):
     assert float(one_layer) == pytest.approx(3 * float(gemm + elem) + 3.5 * float(core), rel=1e-9)
 
 
+def test_training_metrics_add_cross_entropy_passes_on_the_last_stage(config):
+    """Composer's per-micro-batch train metrics (llm-foundry MPT: 2) each read the bf16 logits
+    and write and re-read fp32: 14 bytes per logit, at the streaming HBM rate, last stage only."""
+    base = ("model=gpt3_175b", "training.micro_batch=2")
+    off, on = config(*base), config(*base, "training.metric_loss_passes=2")
+    m, g, t = on.model, on.gpu, on.train
+    tokens = 2.0 * float(t.seq_len)
+    extra = 2 * 14.0 * tokens * float(m.vocab) / 8.0 / (1e12 * float(g.hbm_tbps) * float(g.mem_eff))
+
+    def time(cfg, last):
+        return float(C.microbatch_compute_time(cfg.model, cfg.gpu, cfg.train, 8.0, 1.0, 12.0, last))
+
+    assert time(on, 1.0) - time(off, 1.0) == pytest.approx(extra, rel=1e-6)
+    assert time(on, 0.0) == time(off, 0.0)
+
+
 @pytest.mark.parametrize("on", [False, True])
 def test_tp_overlap_hides_eta_of_the_gemm_window(config, on):
     cfg = config("model=gpt3_175b", "training.recompute=none", "training.flash_attention=true",
@@ -114,15 +130,17 @@ def test_zero3_moves_three_parameter_passes_per_micro_batch(config):
     raw = (2 * _zero3_pass(cfg, params, 1536.0, Mem.WEIGHT_BYTES)
            + _zero3_pass(cfg, params, 1536.0, float(cfg.train.grad_bytes)))
     window = float(est.compute_s) / float(est.n_micro)
-    exposed = raw - float(cfg.train.overlap_eta) * min(window, raw)
+    exposed = raw - float(cfg.train.zero3_overlap_eta) * min(window, raw)
     assert float(est.n_micro) == 2.0
     assert float(est.zero3_comm_s) == pytest.approx(2 * exposed, rel=1e-6)
 
 
 def test_hybrid_shard_shards_in_the_node_and_all_reduces_across_nodes(config):
     """HYBRID_SHARD on 8-GPU nodes: weights, grads and optimizer state over the 8 GPUs of a node;
-    the gathers stay on NVLink; each node's gradient shard is all-reduced over the 192 nodes."""
-    full, hybrid = config(*ZERO3), config(*ZERO3, "training.hybrid_shard=true")
+    the gathers stay on NVLink; each node's gradient shard is all-reduced over the 192 nodes,
+    hidden as ZeRO-3's collectives are (zero3_overlap_eta; DDP's overlap_eta set apart here)."""
+    full = config(*ZERO3)
+    hybrid = config(*ZERO3, "training.hybrid_shard=true", "training.overlap_eta=0.2", "training.zero3_overlap_eta=0.6")
     e_full, e_hyb = estimate(full), estimate(hybrid)
     m_full = Mem.memory(full.model, full.layout, full.train, e_full.dp, e_full.n_micro, 8.0)
     m_hyb = Mem.memory(hybrid.model, hybrid.layout, hybrid.train, e_hyb.dp, e_hyb.n_micro, 8.0)
@@ -132,10 +150,16 @@ def test_hybrid_shard_shards_in_the_node_and_all_reduces_across_nodes(config):
     g, f, c, t = hybrid.gpu, hybrid.fabric, hybrid.cluster, hybrid.train
     raw = 2 * _zero3_pass(hybrid, params, 8.0, Mem.WEIGHT_BYTES) + _zero3_pass(hybrid, params, 8.0, float(t.grad_bytes))
     window = float(e_hyb.compute_s) / float(e_hyb.n_micro)
-    exposed = raw - float(t.overlap_eta) * min(window, raw)
+    exposed = raw - 0.6 * min(window, raw)
     assert float(e_hyb.zero3_comm_s) == pytest.approx(2 * exposed, rel=1e-6)
     shard_sync = float(K.all_reduce(float(t.grad_bytes) * params / 8.0, 192.0, 8.0, g, f, c))
     assert float(e_hyb.dp_comm_raw_s) == pytest.approx(shard_sync, rel=1e-9)
+    # DDP buckets: the last one (25 M of the parameters) is exposed, the rest hides behind the
+    # backward (2/3 of a micro-batch's compute).
+    last = 25e6 / params * shard_sync
+    hidden_part = shard_sync - last
+    backward = 2.0 / 3.0 * window
+    assert float(e_hyb.dp_comm_s) == pytest.approx(last + hidden_part - 0.6 * min(backward, hidden_part), rel=1e-6)
 
 
 def test_deepspeed_zero3_pays_the_ring_latency_per_tensor(config):

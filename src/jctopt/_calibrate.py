@@ -3,7 +3,7 @@
 Per GPU die: large-GEMM efficiency (bf16 and fp8), the GEMM dimension at which efficiency
 halves, the fused-attention efficiency; per GPU type: the streaming-HBM efficiency (one die
 ships with different memory: A100 40 GB HBM2 / 80 GB HBM2e, H100 HBM3 / H200 HBM3e);
-globally: the overlap efficiency eta. Not one knob per row. The loss is a robust (pseudo-
+globally: the two overlap efficiencies (TRAINING_PARAMS). Not one knob per row. The loss is a robust (pseudo-
 Huber) penalty on the log error of the step time, each source weighted equally (MPT is three
 quarters of the rows), plus a weak pull towards the spec values so that a parameter the data cannot see stays where
 the specs put it. Each parameter lives in an unconstrained space (logit for fractions, log
@@ -28,6 +28,10 @@ from ._types import Config
 
 GPU_PARAMS = ("matmul_eff", "fp8_matmul_eff", "matmul_half_dim", "attn_eff", "mem_eff")
 DIE_PARAMS = ("matmul_eff", "fp8_matmul_eff", "matmul_half_dim", "attn_eff")  # the chip's; mem_eff is the SKU's
+# Overlap: how much of the compute window hides the data-parallel gradient sync (DDP buckets,
+# Megatron's overlapped reduce) and, apart, the ZeRO-3 / FSDP parameter gathers, which sit on
+# the forward's critical path (each layer waits for its weights) where a gradient bucket does not.
+TRAINING_PARAMS = ("overlap_eta", "zero3_overlap_eta")
 LOG_PARAMS = {"matmul_half_dim"}  # positive, unbounded; the rest are fractions in (0, 1)
 # Pull towards the spec values, on every unconstrained coordinate (shared offsets, per-die
 # and per-GPU deviations, eta). Chosen on runs_dev.csv (fitted / leave-one-source-out median,
@@ -76,27 +80,29 @@ def _groups(p: str, dies: tuple[str, ...]) -> np.ndarray:
 
 
 def n_unknowns(dies: tuple[str, ...]) -> int:
-    """Shared offsets, one deviation per die (per GPU type for mem_eff), eta."""
-    return len(GPU_PARAMS) + sum(_groups(p, dies).max() + 1 for p in GPU_PARAMS) + 1
+    """Shared offsets, one deviation per die (per GPU type for mem_eff), the overlap etas."""
+    return len(GPU_PARAMS) + sum(_groups(p, dies).max() + 1 for p in GPU_PARAMS) + len(TRAINING_PARAMS)
 
 
 def split(z: jnp.ndarray, dies: tuple[str, ...]):
-    """Unconstrained vector -> (shared offsets (n_params,), {param: deviation per GPU type (n_gpus,)}, eta)."""
+    """Unconstrained vector -> (shared offsets (n_params,), {param: deviation per GPU type (n_gpus,)},
+    offsets of the TRAINING_PARAMS (n_training,))."""
     k = len(GPU_PARAMS)
     dev, start = {}, k
     for p in GPU_PARAMS:
         groups = _groups(p, dies)
         dev[p] = z[start + groups]
         start += int(groups.max()) + 1
-    return z[:k], dev, z[-1]
+    return z[:k], dev, z[start:]
 
 
 def values_from(z: jnp.ndarray, prior: dict, dies: tuple[str, ...]) -> dict:
-    """{"gpu": {param: (n_gpus,)}, "overlap_eta": scalar}: the prior (spec) values moved by the shared
+    """{"gpu": {param: (n_gpus,)}, "training": {param: scalar}}: the prior (spec) values moved by the shared
     offset and each GPU's (die's) deviation, in the unconstrained space."""
     shared, dev, eta = split(z, dies)
     gpu = {p: _inv(p, _fwd(p, jnp.asarray(prior["gpu"][p])) + shared[i] + dev[p]) for i, p in enumerate(GPU_PARAMS)}
-    return {"gpu": gpu, "overlap_eta": _inv("overlap_eta", _fwd("overlap_eta", jnp.asarray(prior["overlap_eta"])) + eta)}
+    training = {p: _inv(p, _fwd(p, jnp.asarray(prior["training"][p])) + eta[i]) for i, p in enumerate(TRAINING_PARAMS)}
+    return {"gpu": gpu, "training": training}
 
 
 def transfer(offsets: dict, spec: dict) -> dict:
@@ -110,14 +116,15 @@ def catalog_values(problem: Problem) -> dict:
     """The values the rows were built with (the catalog), one per GPU type."""
     first = [int(np.flatnonzero(problem.gpu_index == k)[0]) for k in range(len(problem.gpus))]
     gpu = {p: np.asarray(getattr(problem.batch.gpu, p))[first] for p in GPU_PARAMS}
-    return _fittable({"gpu": gpu, "overlap_eta": float(np.asarray(problem.batch.train.overlap_eta)[0])})
+    training = {p: float(np.asarray(getattr(problem.batch.train, p))[0]) for p in TRAINING_PARAMS}
+    return _fittable({"gpu": gpu, "training": training})
 
 
 def prior_from(spec: dict, gpus: tuple[str, ...]) -> dict:
     """The prior of a fit over ``gpus`` from spec values ``{"gpu": {name: {param: v}},
-    "training": {"overlap_eta": v}}``."""
+    "training": {"overlap_eta": v, "zero3_overlap_eta": v}}``."""
     gpu = {p: np.array([float(spec["gpu"][name][p]) for name in gpus]) for p in GPU_PARAMS}
-    return _fittable({"gpu": gpu, "overlap_eta": float(spec["training"]["overlap_eta"])})
+    return _fittable({"gpu": gpu, "training": {p: float(spec["training"][p]) for p in TRAINING_PARAMS}})
 
 
 def _fittable(prior: dict) -> dict:
@@ -130,7 +137,7 @@ def step_times(values: dict, problem: Problem) -> jnp.ndarray:
     """Predicted step time (s) of every row, before feasibility masking."""
     b, gi = problem.batch, problem.gpu_index
     gpu = b.gpu._replace(**{p: values["gpu"][p][gi] for p in GPU_PARAMS})
-    train = b.train._replace(overlap_eta=jnp.broadcast_to(values["overlap_eta"], b.train.overlap_eta.shape))
+    train = b.train._replace(**{p: jnp.broadcast_to(v, getattr(b.train, p).shape) for p, v in values["training"].items()})
     est = jax.vmap(estimate)(b._replace(gpu=gpu, train=train))
     return unmasked_step(est)
 
@@ -142,7 +149,7 @@ def loss(z: jnp.ndarray, problem: Problem, prior: dict, prior_weight: float = PR
 
 
 class Fit(NamedTuple):
-    values: dict  # {"gpu": {param: (n_gpus,)}, "overlap_eta": float}
+    values: dict  # {"gpu": {param: (n_gpus,)}, "training": {param: float}}
     shared: dict  # {param: offset in the unconstrained space}, every GPU's
     die_deviations: dict  # {die: {param: deviation}} for the dies with rows (DIE_PARAMS)
     loss: float

@@ -169,6 +169,9 @@ def layer_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp):
 
 
 CROSS_ENTROPY_BYTES = 20.0
+# One no-grad cross-entropy forward over bf16 logits under autocast: read bf16 (2), write the
+# fp32 upcast (4), log-softmax reads it and writes fp32 (4 + 4): 14 bytes per logit.
+METRIC_LOSS_BYTES = 14.0
 
 
 def core_backward_factor(t: Training):
@@ -193,6 +196,10 @@ def microbatch_compute_time(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, layer
     # reads, the fp32 softmax kept for backward, the bf16 gradient written: ~20 bytes per
     # logit (engineering estimate; Megatron's vocab-parallel cross-entropy keeps fp32 logits).
     loss = CROSS_ENTROPY_BYTES * tokens * m.vocab / tp / hbm_rate(g)
+    # Training metrics computed from the logits after every micro-batch's backward: Composer's
+    # trainer (_train_microbatch -> _eval_train_metrics) updates each of llm-foundry's MPT train
+    # metrics, LanguageCrossEntropy and LanguagePerplexity, each a full cross-entropy forward.
+    loss = loss + t.metric_loss_passes * METRIC_LOSS_BYTES * tokens * m.vocab / tp / hbm_rate(g)
     return layers_per_stage * per_layer + last_stage * (logits + loss)
 
 

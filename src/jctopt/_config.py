@@ -128,10 +128,12 @@ class TrainingConf:
     grad_bytes: float = 2.0
     grad_compression: float = 1.0
     overlap_eta: float = 0.9
+    zero3_overlap_eta: float = 0.9
     dp_overlap: bool = True  # gradient sync and ZeRO-3 gathers overlapped with compute
     mp_comm_overlap: bool = False
     tp_async_backward: bool = True  # Megatron --async-tensor-model-parallel-allreduce (its default)
     bucket_mparams: float = 25.0
+    metric_loss_passes: int = 0  # Composer/llm-foundry: 2 (LanguageCrossEntropy, LanguagePerplexity every micro-batch)
     reserved_gb: float = 4.0
 
 
@@ -295,7 +297,7 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
         "gpu": ["peak_fp8_tflops", "price_per_gpu_hour", "fp8_matmul_eff", "nvls_eff"],
         "cluster": ["t_drain_s", "t_provision_s", "t_reinit_s", "jitter_cv", "serial_s_per_step",
                     "init_s", "energy_price_kwh"],
-        "training": ["reserved_gb"],
+        "training": ["reserved_gb", "metric_loss_passes"],
     }
     for group, keys in non_negative.items():
         for key in keys:
@@ -304,7 +306,7 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
                 _fail(f"{group}.{key}", value, "a finite number >= 0")
     for key in ("gpu.matmul_eff", "gpu.fp8_matmul_eff", "gpu.mem_eff", "gpu.nvlink_eff",
                 "gpu.nvls_eff", "fabric.nic_eff", "cluster.power_frac", "training.overlap_eta",
-                "training.grad_compression"):
+                "training.zero3_overlap_eta", "training.grad_compression"):
         group, name = key.split(".")
         value = cfg[group][name]
         if not 0 <= value <= 1:

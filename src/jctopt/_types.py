@@ -107,11 +107,13 @@ class Training(NamedTuple):
     fp8: Array  # 1 = fp8 GEMMs
     grad_bytes: Array  # bytes per gradient element on the wire
     grad_compression: Array  # wire bytes / uncompressed bytes (1 = none)
-    overlap_eta: Array  # fraction of the overlap window that hides DP traffic
+    overlap_eta: Array  # fraction of the overlap window that hides DP traffic (DDP buckets, Megatron)
+    zero3_overlap_eta: Array  # the same for ZeRO-3's gathers, reduce-scatters and HYBRID_SHARD all-reduce
     dp_overlap: Array  # 1 = data-parallel traffic (gradient sync, ZeRO-3 gathers) overlapped with compute
     mp_comm_overlap: Array  # 1 = TP collectives pipelined with the GEMMs, PP sends with compute
     tp_async_backward: Array  # 1 = column-parallel backward collectives behind the weight-gradient GEMMs
     bucket_mparams: Array  # DDP bucket size, millions of parameters
+    metric_loss_passes: Array  # extra no-grad cross-entropy passes over the logits per micro-batch (training metrics)
     reserved_gb: Array  # CUDA context, NCCL buffers, allocator fragmentation per GPU
 
 

@@ -77,7 +77,8 @@ def spec_values() -> dict:
         if "spec" in record:
             return OmegaConf.to_container(record.spec)
     gpu = {name: {p: float(load_option("gpu", name)[p]) for p in Cal.GPU_PARAMS} for name in catalog_gpus()}
-    return {"gpu": gpu, "training": {"overlap_eta": float(load_option("training", TRAINING_PRESETS[0]).overlap_eta)}}
+    preset = load_option("training", TRAINING_PRESETS[0])
+    return {"gpu": gpu, "training": {p: float(preset[p]) for p in Cal.TRAINING_PARAMS}}
 
 
 def run_calibrate(cfg: DictConfig, runs: Path, loso: bool = True) -> tuple[dict, pd.DataFrame]:
@@ -118,7 +119,7 @@ def run_calibrate(cfg: DictConfig, runs: Path, loso: bool = True) -> tuple[dict,
             die = die_of(name)
             origin = f"die {die} rows, own memory spec" if die in result.die_deviations else "specs"
             gpu[name] = {"from": origin, **Cal.transfer(result.offsets_for(die), own)}
-    out = {"gpu": gpu, "training": {"overlap_eta": float(result.values["overlap_eta"])},
+    out = {"gpu": gpu, "training": {p: float(v) for p, v in result.values["training"].items()},
            "shared_offsets": result.shared, "die_deviations": result.die_deviations, "loss": result.loss, "spec": spec}
     return out, records
 

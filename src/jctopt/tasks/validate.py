@@ -210,6 +210,9 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     # stay whole under stage3_param_persistence_threshold.
     tr.zero3_collectives_per_layer = 1 if year >= 2022 else 4 + int(cfg.model.glu)
     tr.dp_overlap = year >= 2023
+    # llm-foundry's MPT runs under Composer, which updates its two train metrics (cross-entropy,
+    # perplexity) from the logits after every micro-batch (composer/trainer/trainer.py).
+    tr.metric_loss_passes = 2 if "llm-foundry" in str(row.get("source", "")) else 0
     return cfg, used
 
 
@@ -325,7 +328,10 @@ def report(df: pd.DataFrame, runs: Path) -> str:
               "data-parallel rank (DeepSpeed ZeRO-3) before",
               "- ZeRO-3 all-gathers per layer (`zero3_collectives_per_layer`): 1 for sources from 2022 on "
               "(PyTorch FSDP, one flat parameter per layer), before one per weight matrix, 4 (5 with a GLU "
-              "gate), as DeepSpeed ZeRO-3 gathered each partitioned tensor on its own"]
+              "gate), as DeepSpeed ZeRO-3 gathered each partitioned tensor on its own",
+              "- Training metrics recomputed from the logits every micro-batch (`metric_loss_passes`): 2 for "
+              "llm-foundry sources (Composer updates MPT's train cross-entropy and perplexity after each "
+              "micro-batch's backward), 0 otherwise"]
     return "\n".join(lines) + "\n"
 
 
