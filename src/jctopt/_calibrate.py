@@ -3,10 +3,10 @@
 Per GPU die: large-GEMM efficiency (bf16 and fp8), the GEMM dimension at which efficiency
 halves, the fused-attention efficiency; per GPU type: the streaming-HBM efficiency (one die
 ships with different memory: A100 40 GB HBM2 / 80 GB HBM2e, H100 HBM3 / H200 HBM3e);
-globally: the two overlap efficiencies (TRAINING_PARAMS). Not one knob per row. The loss is a robust (pseudo-
-Huber) penalty on the log error of the step time, each source weighted equally (MPT is three
-quarters of the rows), plus a weak pull towards the spec values so that a parameter the data cannot see stays where
-the specs put it. Each parameter lives in an unconstrained space (logit for fractions, log
+globally: the two overlap efficiencies (TRAINING_PARAMS). Not one knob per row. The loss is
+a robust (pseudo-Huber) penalty on the log error of the step time, each source weighted
+equally (MPT is three quarters of the rows), plus a weak pull towards the spec values so that
+a parameter the data cannot see stays where the specs put it. Each parameter lives in an unconstrained space (logit for fractions, log
 for the dimension) as spec value + an offset shared by every GPU + a deviation per die (per
 GPU type for ``mem_eff``): what the software stacks lose against the specs on every GPU is
 learned once and carries over to GPU types with no rows (``transfer``), and a GPU type
@@ -29,8 +29,9 @@ from ._types import Config
 GPU_PARAMS = ("matmul_eff", "fp8_matmul_eff", "matmul_half_dim", "attn_eff", "mem_eff")
 DIE_PARAMS = ("matmul_eff", "fp8_matmul_eff", "matmul_half_dim", "attn_eff")  # the chip's; mem_eff is the SKU's
 # Overlap: how much of the compute window hides the data-parallel gradient sync (DDP buckets,
-# Megatron's overlapped reduce) and, apart, the ZeRO-3 / FSDP parameter gathers, which sit on
-# the forward's critical path (each layer waits for its weights) where a gradient bucket does not.
+# Megatron's overlapped reduce) and, apart, ZeRO-3's collectives (gathers, reduce-scatters,
+# HYBRID_SHARD's all-reduce), whose gathers sit on the forward's critical path (each layer
+# waits for its weights) where a gradient bucket waits for nothing.
 TRAINING_PARAMS = ("overlap_eta", "zero3_overlap_eta")
 LOG_PARAMS = {"matmul_half_dim"}  # positive, unbounded; the rest are fractions in (0, 1)
 # Pull towards the spec values, on every unconstrained coordinate (shared offsets, per-die

@@ -195,11 +195,11 @@ def microbatch_compute_time(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, layer
     # Cross-entropy over tokens x V/tp logits, memory bound: upcast to fp32, max and sum-exp
     # reads, the fp32 softmax kept for backward, the bf16 gradient written: ~20 bytes per
     # logit (engineering estimate; Megatron's vocab-parallel cross-entropy keeps fp32 logits).
-    loss = CROSS_ENTROPY_BYTES * tokens * m.vocab / tp / hbm_rate(g)
-    # Training metrics computed from the logits after every micro-batch's backward: Composer's
-    # trainer (_train_microbatch -> _eval_train_metrics) updates each of llm-foundry's MPT train
-    # metrics, LanguageCrossEntropy and LanguagePerplexity, each a full cross-entropy forward.
-    loss = loss + t.metric_loss_passes * METRIC_LOSS_BYTES * tokens * m.vocab / tp / hbm_rate(g)
+    # Plus training metrics computed from the logits after every micro-batch's backward:
+    # Composer's trainer (_train_microbatch -> _eval_train_metrics) updates each of llm-foundry's
+    # MPT train metrics, LanguageCrossEntropy and LanguagePerplexity, a cross-entropy forward each.
+    bytes_per_logit = CROSS_ENTROPY_BYTES + t.metric_loss_passes * METRIC_LOSS_BYTES
+    loss = bytes_per_logit * tokens * m.vocab / tp / hbm_rate(g)
     return layers_per_stage * per_layer + last_stage * (logits + loss)
 
 
