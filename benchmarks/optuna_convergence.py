@@ -17,7 +17,7 @@ import time
 
 import jctopt
 from jctopt.tasks import optimize
-from jctopt.tasks._search import search
+from jctopt._search import search
 
 
 def main() -> None:

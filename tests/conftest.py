@@ -1,3 +1,6 @@
+import os
+import tempfile
+
 import jax
 import pytest
 
@@ -5,6 +8,12 @@ import jctopt
 
 # Strict numerics under test: implicit rank promotion is an error.
 jax.config.update("jax_numpy_rank_promotion", "raise")
+
+# One compilation cache for this test session, in-process and in the `jctopt` subprocesses
+# (they inherit XDG_CACHE_HOME), and never the user's own: kernels compiled by one test are
+# loaded by the next, as a user's repeated runs do.
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="jctopt-test-cache-")
+jctopt.enable_compile_cache("auto")
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,5 @@
 """calibrate: recovers known parameters from synthetic step times; leave-one-source-out."""
 
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -10,9 +9,10 @@ from omegaconf import OmegaConf
 
 from jctopt import _calibrate as Cal
 from jctopt._config import load_option
+from jctopt._resources import validation_file
 from jctopt.tasks import calibrate
 
-RUNS = Path(__file__).resolve().parents[2] / "shared" / "validation" / "runs_dev.csv"
+RUNS = validation_file("runs_dev.csv")
 
 
 @pytest.fixture(scope="module")

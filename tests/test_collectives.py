@@ -1,14 +1,14 @@
 """The collective model against measured nccl-tests all-reduce bus bandwidth (collectives.csv)."""
 
 import csv
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from jctopt import _comm as K
+from jctopt._resources import validation_file
 
-CSV = Path(__file__).resolve().parents[2] / "shared" / "validation" / "collectives.csv"
+CSV = validation_file("collectives.csv")
 
 
 def _sweep(system_prefix):

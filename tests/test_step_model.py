@@ -95,7 +95,7 @@ KORTHIKANTI_T4_MS = {(False, "none"): 19.6, (True, "none"): 19.0, (False, "full"
 def test_layer_time_matches_korthikanti_table_4(compose, sp, recompute):
     """The shipped model's per-layer compute + TP time within 6 % of the measured layer (with
     the backward all-reduces exposed it is 6-12 % over on all five)."""
-    runs = validate.read_runs(validate.DEFAULT_RUNS)
+    runs = validate.read_runs(validate.runs_path(None))
     row = runs[runs.id == "korthikanti22_t5_22b_full_recompute"].iloc[0].to_dict()
     row.update(sp=int(sp), recompute=recompute)
     cfg = to_config(validate.row_config(compose("task=validate"), row)[0])

@@ -16,8 +16,10 @@ import pytest
 import jctopt
 from jctopt import ConfigError
 from jctopt._config import check_layout
+from jctopt._engine import TRACES, build
+from jctopt._search import configured
 from jctopt._space import int_axis
-from jctopt.tasks.sweep import build, run_sweep
+from jctopt.tasks.sweep import run_sweep
 
 SMALL = [  # a MoE model so that ep and cp splits are exercised; 4 x 2 inner combinations
     "model=mixtral_8x7b", "training=modern", "training.global_batch=64",
@@ -97,11 +99,20 @@ def test_chunked_equals_one_shot(compose, tmp_path):
     pd.testing.assert_frame_equal(one, chunked)
 
 
-def test_one_compilation_for_every_chunk(compose):
-    _, engine = build(_sweep_cfg(compose, "sweep.chunk_size=256"))
+def test_one_compilation_for_every_chunk_and_every_engine(compose):
+    cfg = _sweep_cfg(compose, "sweep.chunk_size=256", "sweep.keep=best_per_group", "sweep.group_by=[gpu]")
+    _, engine = build(cfg)
+    before = TRACES[engine.kernel]
     for chunk in range(engine.space.n_chunks(256)):
         engine.collect(engine.dispatch(chunk))
-    assert engine._scan._cache_size() == 1
+    assert TRACES[engine.kernel] - before <= 1  # traced once here, or already by an earlier test
+    traced = TRACES[engine.kernel]
+    # A second Engine for the same space, another objective and a deadline: the same kernel.
+    _, other = build(configured(cfg, sweep__objective="jct_s", sweep__max_days=40.0))
+    assert other.kernel == engine.kernel
+    for chunk in range(other.space.n_chunks(256)):
+        other.collect(other.dispatch(chunk))
+    assert TRACES[engine.kernel] == traced
 
 
 def _pareto_brute(df, objective):

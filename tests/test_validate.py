@@ -3,14 +3,14 @@
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from jctopt._resources import validation_file
 from jctopt.tasks import validate
 
-RUNS = Path(__file__).resolve().parents[2] / "shared" / "validation" / "runs_dev.csv"
+RUNS = validation_file("runs_dev.csv")
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,7 @@ import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
+from ._cache import enable_compile_cache  # noqa: E402
 from ._config import ConfigError, check, compose, to_config  # noqa: E402
 from ._jct import Estimate, Reason, estimate, estimate_batch  # noqa: E402
 from ._types import (  # noqa: E402
@@ -36,6 +37,6 @@ from .tasks.sweep import run_sweep  # noqa: E402
 
 __all__ = [
     "ClusterSpec", "Config", "ConfigError", "Engine", "Estimate", "FabricSpec", "GPUSpec", "Job", "Layout",
-    "ModelSpec", "Reason", "Space", "Training", "build_space", "check", "compose", "estimate",
+    "ModelSpec", "Reason", "Space", "Training", "build_space", "check", "compose", "enable_compile_cache", "estimate",
     "estimate_batch", "run_estimate", "run_sweep", "to_config",
 ]

@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Optional
 
 import jax.numpy as jnp
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from ._resources import CONF_DIR
 from ._types import ClusterSpec, Config, FabricSpec, GPUSpec, Job, Layout, ModelSpec, Training
-
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
 
 class ConfigError(ValueError):
@@ -226,7 +224,7 @@ class OptimizeConf:
 
 @dataclass
 class ValidateConf:
-    runs: Optional[str] = None  # CSV with the columns of shared/validation/runs_dev.csv (None: that file)
+    runs: Optional[str] = None  # CSV path, or a shipped file's name (runs_dev2.csv); None: runs_dev.csv
     out: Optional[str] = None  # output Parquet (None: validate.parquet in the run directory)
 
 
@@ -240,6 +238,9 @@ class CalibrateConf:
 @dataclass
 class AppConf:
     task: Any = MISSING
+    # JAX's persistent compilation cache: auto = $XDG_CACHE_HOME/jctopt (~/.cache/jctopt),
+    # off, or a directory. A repeated run loads its kernels instead of compiling them.
+    compile_cache: str = "auto"
     model: ModelConf = field(default_factory=ModelConf)
     gpu: GPUConf = field(default_factory=GPUConf)
     fabric: FabricConf = field(default_factory=FabricConf)

@@ -13,6 +13,8 @@ gives the exact answer on the union, so the result does not depend on the device
 
 from __future__ import annotations
 
+import collections
+import functools
 import math
 from typing import NamedTuple
 
@@ -23,9 +25,9 @@ import pandas as pd
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from ._config import PRECISION, RECOMPUTE, ConfigError, load_option
+from ._config import PRECISION, RECOMPUTE, ConfigError, load_option, to_config
 from ._jct import Estimate, Reason, estimate
-from ._space import INNER_AXES, SPLIT_AXES, Space
+from ._space import INNER_AXES, SPLIT_AXES, Space, build_space
 from ._types import Config, FabricSpec, GPUSpec, Layout
 
 KEEP_MODES = ("feasible", "all", "top_k", "pareto", "best_per_group")
@@ -46,6 +48,7 @@ class Tables(NamedTuple):
     zero_stage: jax.Array
     ckpt_auto: jax.Array  # 1 = Daly optimum
     ckpt_s: jax.Array
+    global_batch: jax.Array  # () sequences, used when the space fixes the global batch
 
 
 class Rows(NamedTuple):
@@ -85,8 +88,127 @@ def chunks_for_process(n_chunks: int, process_index: int, process_count: int) ->
     return range(process_index, n_chunks, process_count)
 
 
+def build(cfg, devices: list | None = None) -> tuple[Space, "Engine"]:
+    """The space and evaluator a composed config describes (``cfg.space``, ``cfg.sweep``)."""
+    space = build_space(cfg.space, cfg.model, cfg.training.global_batch, cfg.cluster.gpus_per_node)
+    sw = cfg.sweep
+    engine = Engine(space, to_config(cfg, layout=False), chunk_size=sw.chunk_size, dtype=sw.dtype,
+                    keep=sw.keep, objective=sw.objective, top_k=sw.top_k, group_by=tuple(sw.group_by),
+                    max_days=sw.max_days, devices=devices)
+    return space, engine
+
+
+class Decoding(NamedTuple):
+    """What decides how a chunk's configurations are decoded (hashable: the static argument
+    of the module-level kernels, so Engines alike share one compilation per process).
+    Everything continuous (catalog values, the base config) is an array argument instead."""
+
+    inner_shape: tuple[int, ...]  # radices of INNER_AXES
+    fixed_batch: bool  # the global batch is fixed (Tables.global_batch), else dp x mb x accum
+
+    @property
+    def inner_size(self) -> int:
+        return math.prod(self.inner_shape)
+
+
+class Kernel(NamedTuple):
+    """What decides the traced program of a chunk's on-device reduction (hashable, static).
+    The objective and the deadline are array arguments: one program serves them all."""
+
+    decoding: Decoding
+    keep: str
+    top_k: int
+    groups: tuple[tuple[str, int], ...]  # best_per_group: (axis, number of values) per axis
+    mesh: Mesh  # the devices a chunk's lanes are split over
+
+
+# Traces per Kernel in this process: a guard against retracing (tests/test_sweep.py).
+TRACES: collections.Counter = collections.Counter()
+
+
+def _decode(dec: Decoding, local, rows: Rows, tables: Tables, base: Config):
+    """Configuration number ``local`` of a chunk (counted from its first layout row)."""
+    row = local // dec.inner_size
+    rest = local % dec.inner_size
+    digits = {}
+    for axis, radix in reversed(list(zip(INNER_AXES, dec.inner_shape))):
+        digits[axis] = rest % radix
+        rest = rest // radix
+    count_i, split_i = rows.count_idx[row], rows.split_idx[row]
+    s = {k: v[split_i] for k, v in tables.splits.items()}
+    n = tables.n_gpus[count_i]
+    dp = n / (s["tp"] * s["pp"] * s["cp"])
+    global_batch = tables.global_batch if dec.fixed_batch else dp * s["micro_batch"] * s["accum"]
+    gi, fi = digits["gpu"], digits["fabric"]
+    ci = digits["ckpt_interval_s"]
+    cfg = with_choices(
+        base, jax.tree.map(lambda a: a[gi], tables.gpu), jax.tree.map(lambda a: a[fi], tables.fabric),
+        Layout(n_gpus=n, tp=s["tp"], pp=s["pp"], cp=s["cp"], ep=s["ep"], vpp=s["vpp"]),
+        global_batch=global_batch, micro_batch=s["micro_batch"], recompute=tables.recompute[digits["recompute"]],
+        zero_stage=tables.zero_stage[digits["zero_stage"]], fp8=tables.fp8[digits["precision"]],
+        ckpt_auto=tables.ckpt_auto[ci], ckpt_interval_s=tables.ckpt_s[ci])
+    index = dict(digits, n_gpus=count_i, split=split_i)
+    return cfg, index
+
+
+def _decode_and_estimate(dec: Decoding, local, rows, tables, base):
+    cfg, index = _decode(dec, local, rows, tables, base)
+    return index, estimate(cfg)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def decode_batch(dec: Decoding, local, rows, tables, base) -> Config:
+    """The configurations numbered ``local`` ((n,) int32) of a chunk, as a batched Config."""
+    return jax.vmap(lambda i: _decode(dec, i, rows, tables, base)[0])(local)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _full(dec: Decoding, local, rows, tables, base):
+    """Index digits and full estimates of the configurations ``local`` ((n,) int32)."""
+    return jax.vmap(_decode_and_estimate, in_axes=(None, 0, None, None, None))(dec, local, rows, tables, base)
+
+
+def _scan_shard(kernel: Kernel, lanes, offset, n_valid, rows, tables, base, objective, max_jct_s):
+    """One device's lanes of a chunk: the keep mask and the count of configurations per Reason."""
+    local = lanes + offset
+    index, est = jax.vmap(_decode_and_estimate, in_axes=(None, 0, None, None, None))(
+        kernel.decoding, local, rows, tables, base)
+    valid = lanes < n_valid
+    obj = jnp.stack([getattr(est, o) for o in OBJECTIVES])[objective]
+    ok = valid & est.feasible & (est.jct_s <= max_jct_s)
+    obj = jnp.where(ok, obj, jnp.inf)
+    if kernel.keep == "all":
+        keep = valid
+    elif kernel.keep == "feasible":
+        keep = ok
+    elif kernel.keep == "top_k":
+        _, top = jax.lax.top_k(-obj, min(kernel.top_k, lanes.shape[0]))
+        keep = jnp.zeros_like(ok).at[top].set(ok[top])
+    elif kernel.keep == "pareto":
+        keep = _pareto_mask(jnp.where(ok, est.jct_s, jnp.inf), obj) & ok
+    else:  # best_per_group
+        gid, n_groups = jnp.zeros_like(lanes), 1
+        for axis, size in kernel.groups:
+            gid, n_groups = gid * size + index[axis], n_groups * size
+        best = jax.ops.segment_min(obj, gid, num_segments=n_groups)
+        keep = ok & (obj <= best[gid])
+    reasons = jnp.where(valid, est.reason, len(Reason))
+    counts = jnp.zeros(len(Reason) + 1, jnp.int32).at[reasons].add(1)[: len(Reason)]
+    return keep, jax.lax.psum(counts, "d")
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _scan(kernel: Kernel, lanes, offset, n_valid, rows, tables, base, objective, max_jct_s):
+    """A whole chunk, its lanes split over ``kernel.mesh``: (keep mask, counts per Reason)."""
+    TRACES[kernel] += 1
+    return jax.shard_map(functools.partial(_scan_shard, kernel), mesh=kernel.mesh,
+                         in_specs=(P("d"), P(), P(), P(), P(), P(), P(), P()),
+                         out_specs=(P("d"), P()))(lanes, offset, n_valid, rows, tables, base, objective, max_jct_s)
+
+
 class Engine:
-    """A compiled evaluator for one space and one base configuration."""
+    """An evaluator for one space and one base configuration. Its kernels are compiled once
+    per process for each ``Decoding``/``Kernel`` and array shape, shared by every Engine alike."""
 
     def __init__(self, space: Space, base: Config, *, chunk_size: int = 262144, dtype: str = "float32",
                  keep: str = "feasible", objective: str = "cost_usd", top_k: int = 100,
@@ -116,10 +238,15 @@ class Engine:
         self.dtype = jnp.dtype(dtype)
         self.n_rows = space.rows_per_chunk(chunk_size)
         self.row_batch = min(ROW_BATCH, chunk_size)
+        mesh = Mesh(np.array(self.devices), ("d",))
+        sizes = {"n_gpus": len(space.n_gpus), **{a: len(space.inner[a]) for a in INNER_AXES}}
+        self.decoding = Decoding(space.inner_shape, space.global_batch is not None)
+        self.kernel = Kernel(self.decoding, keep, top_k,
+                             tuple((a, sizes[a]) for a in self.group_by) if keep == "best_per_group" else (), mesh)
         f = self.dtype
         inner = space.inner
         ckpt_auto, ckpt_s = ckpt_arrays(inner["ckpt_interval_s"], f)
-        self.tables = Tables(
+        tables = Tables(
             gpu=_stack("gpu", inner["gpu"], GPUSpec, f, space.gpu_overrides),
             fabric=_stack("fabric", inner["fabric"], FabricSpec, f),
             n_gpus=jnp.asarray(space.n_gpus, f),
@@ -128,81 +255,14 @@ class Engine:
             recompute=jnp.asarray([RECOMPUTE[r] for r in inner["recompute"]], f),
             zero_stage=jnp.asarray(inner["zero_stage"], f),
             ckpt_auto=ckpt_auto, ckpt_s=ckpt_s,
+            global_batch=jnp.asarray(space.global_batch or 0, f),
         )
-        self.base = jax.tree.map(lambda x: jnp.asarray(x, f), base)
-        self.mesh = Mesh(np.array(self.devices), ("d",))
-        replicated = NamedSharding(self.mesh, P())
-        self.tables = jax.device_put(self.tables, replicated)
-        self.base = jax.device_put(self.base, replicated)
-        self._replicated = replicated
-        self.lanes = jax.device_put(jnp.arange(chunk_size, dtype=jnp.int32), NamedSharding(self.mesh, P("d")))
-        self._scan = jax.jit(jax.shard_map(self._scan_shard, mesh=self.mesh,
-                                           in_specs=(P("d"), P(), P(), P(), P(), P()),
-                                           out_specs=(P("d"), P())))
-        self._full = jax.jit(jax.vmap(self._decode_and_estimate, in_axes=(0, None, None, None)))
-
-    # --- device side: one configuration ------------------------------------------------------
-
-    def _decode(self, local, rows: Rows, tables: Tables, base: Config):
-        """Configuration number ``local`` of a chunk (counted from its first layout row)."""
-        row = local // self.space.inner_size
-        rest = local % self.space.inner_size
-        digits = {}
-        for axis, radix in reversed(list(zip(INNER_AXES, self.space.inner_shape))):
-            digits[axis] = rest % radix
-            rest = rest // radix
-        count_i, split_i = rows.count_idx[row], rows.split_idx[row]
-        s = {k: v[split_i] for k, v in tables.splits.items()}
-        n = tables.n_gpus[count_i]
-        dp = n / (s["tp"] * s["pp"] * s["cp"])
-        fixed = self.space.global_batch
-        global_batch = (jnp.asarray(fixed, self.dtype) if fixed is not None
-                        else dp * s["micro_batch"] * s["accum"])
-        gi, fi = digits["gpu"], digits["fabric"]
-        ci = digits["ckpt_interval_s"]
-        cfg = with_choices(
-            base, jax.tree.map(lambda a: a[gi], tables.gpu), jax.tree.map(lambda a: a[fi], tables.fabric),
-            Layout(n_gpus=n, tp=s["tp"], pp=s["pp"], cp=s["cp"], ep=s["ep"], vpp=s["vpp"]),
-            global_batch=global_batch, micro_batch=s["micro_batch"], recompute=tables.recompute[digits["recompute"]],
-            zero_stage=tables.zero_stage[digits["zero_stage"]], fp8=tables.fp8[digits["precision"]],
-            ckpt_auto=tables.ckpt_auto[ci], ckpt_interval_s=tables.ckpt_s[ci])
-        index = dict(digits, n_gpus=count_i, split=split_i)
-        return cfg, index
-
-    def _decode_and_estimate(self, local, rows, tables, base):
-        cfg, index = self._decode(local, rows, tables, base)
-        return index, estimate(cfg)
-
-    # --- device side: one shard of a chunk ---------------------------------------------------
-
-    def _scan_shard(self, lanes, offset, n_valid, rows, tables, base):
-        local = lanes + offset
-        index, est = jax.vmap(self._decode_and_estimate, in_axes=(0, None, None, None))(local, rows, tables, base)
-        valid = lanes < n_valid
-        obj = getattr(est, self.objective)
-        ok = valid & est.feasible
-        if self.max_days is not None:
-            ok &= est.jct_s <= self.max_days * 86400.0
-        obj = jnp.where(ok, obj, jnp.inf)
-        if self.keep == "all":
-            keep = valid
-        elif self.keep == "feasible":
-            keep = ok
-        elif self.keep == "top_k":
-            _, top = jax.lax.top_k(-obj, min(self.top_k, lanes.shape[0]))
-            keep = jnp.zeros_like(ok).at[top].set(ok[top])
-        elif self.keep == "pareto":
-            keep = _pareto_mask(jnp.where(ok, est.jct_s, jnp.inf), obj) & ok
-        else:  # best_per_group
-            gid, n_groups = jnp.zeros_like(lanes), 1
-            for axis in self.group_by:
-                size = len(self.space.n_gpus) if axis == "n_gpus" else len(self.space.inner[axis])
-                gid, n_groups = gid * size + index[axis], n_groups * size
-            best = jax.ops.segment_min(obj, gid, num_segments=n_groups)
-            keep = ok & (obj <= best[gid])
-        reasons = jnp.where(valid, est.reason, len(Reason))
-        counts = jnp.zeros(len(Reason) + 1, jnp.int32).at[reasons].add(1)[: len(Reason)]
-        return keep, jax.lax.psum(counts, "d")
+        self._replicated = NamedSharding(mesh, P())
+        self.tables = jax.device_put(tables, self._replicated)
+        self.base = jax.device_put(jax.tree.map(lambda x: jnp.asarray(x, f), base), self._replicated)
+        self.lanes = jax.device_put(jnp.arange(chunk_size, dtype=jnp.int32), NamedSharding(mesh, P("d")))
+        self._objective = jnp.int32(OBJECTIVES.index(objective))
+        self._max_jct_s = jnp.asarray(math.inf if max_days is None else max_days * 86400.0, f)
 
     # --- host side ---------------------------------------------------------------------------
 
@@ -222,8 +282,8 @@ class Engine:
         """Start evaluating a chunk (asynchronous); pass the result to ``collect``."""
         offset, n_valid, rows = self.chunk_rows(chunk)
         rows_dev = jax.device_put(Rows(*map(jnp.asarray, rows)), self._replicated)
-        keep, counts = self._scan(self.lanes, jnp.int32(offset), jnp.int32(n_valid), rows_dev,
-                                  self.tables, self.base)
+        keep, counts = _scan(self.kernel, self.lanes, jnp.int32(offset), jnp.int32(n_valid), rows_dev,
+                             self.tables, self.base, self._objective, self._max_jct_s)
         return chunk, offset, rows_dev, keep, counts
 
     def run(self, chunks):
@@ -245,7 +305,7 @@ class Engine:
         for lo in range(0, lanes.size, self.row_batch):
             batch = lanes[lo:lo + self.row_batch]
             padded = np.pad(batch, (0, self.row_batch - batch.size), mode="edge")
-            index, est = self._full(jnp.asarray(padded + offset, jnp.int32), rows_dev, self.tables, self.base)
+            index, est = _full(self.decoding, jnp.asarray(padded + offset, jnp.int32), rows_dev, self.tables, self.base)
             frames.append(self._frame(chunk * self.chunk_size + batch, index, est, batch.size))
         df = pd.concat(frames, ignore_index=True) if frames else self._frame(np.zeros(0, np.int64), None, None, 0)
         return reduce_rows(df, self.keep, self.objective, self.top_k, self.group_by), np.asarray(counts)

@@ -10,7 +10,9 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from ._config import CONF_DIR, ConfigError, register_configs
+from ._cache import enable_compile_cache
+from ._config import ConfigError, register_configs
+from ._resources import CONF_DIR
 from .tasks import calibrate, deadline, estimate, gradient, optimize, procure, sweep, syncwall, validate
 
 TASKS = {"calibrate": calibrate.main, "deadline": deadline.main, "estimate": estimate.main, "gradient": gradient.main, "optimize": optimize.main, "procure": procure.main, "sweep": sweep.main, "syncwall": syncwall.main,
@@ -23,6 +25,7 @@ register_configs()
 def _app(cfg: DictConfig) -> None:
     for noisy in ("jax", "matplotlib"):  # backend probing, font cache chatter
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    enable_compile_cache(cfg.compile_cache)
     name = cfg.task.name
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     try:

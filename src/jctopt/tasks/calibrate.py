@@ -30,7 +30,7 @@ from rich.console import Console
 from .. import _calibrate as Cal
 from .._config import CONF_DIR, ConfigError, load_option
 from .._types import stack
-from .validate import DEFAULT_RUNS, place_rows, read_runs
+from .validate import place_rows, read_runs, runs_path
 
 CALIBRATION_RECORD = CONF_DIR / "calibration.yaml"
 TRAINING_PRESETS = ("megatron", "modern")
@@ -163,9 +163,7 @@ def apply(doc: dict) -> None:
 
 def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
     console = Console()
-    runs = Path(cfg.validate.runs) if cfg.validate.runs else DEFAULT_RUNS
-    if not runs.is_file():
-        raise ConfigError(f"validate.runs={str(runs)!r} is not allowed: no such file")
+    runs = runs_path(cfg.validate.runs)
     fitted, records = run_calibrate(cfg, runs)
     table = errors_by_source(records)
     console.print(table.round(1).to_string())

@@ -15,7 +15,8 @@ import pandas as pd
 from omegaconf import DictConfig
 from rich.console import Console
 
-from ._search import catalog, configured, json_row, layout_label, pyplot, save_plot, search
+from .._search import catalog, configured, search
+from ._output import json_row, layout_label, pyplot, save_plot
 from .._space import int_axis
 
 

@@ -22,7 +22,7 @@ from rich.table import Table
 from .. import _gradient as G
 from .._config import ConfigError, to_config
 from .._jct import Reason, estimate
-from ._search import pyplot, save_plot
+from ._output import pyplot, save_plot
 
 
 def run_gradient(cfg: DictConfig) -> tuple[dict, pd.DataFrame]:

@@ -32,7 +32,7 @@ from rich.progress import Progress
 
 from .._config import PRECISION, RECOMPUTE, ConfigError, to_config
 from .._engine import _stack, ckpt_arrays, with_choices
-from .._jct import Reason, estimate
+from .._jct import Reason, estimate_batch
 from .._space import OPTIMAL, _ckpt_values, gpu_overrides, int_axis
 from .._types import FabricSpec, GPUSpec, Layout
 
@@ -63,7 +63,6 @@ class Evaluator:
         self.global_batch = int(cfg.training.global_batch)
         self.gpu = _stack("gpu", axes["gpu"], GPUSpec, jnp.float64, gpu_overrides(cfg.space, axes["gpu"]))
         self.fabric = _stack("fabric", axes["fabric"], FabricSpec, jnp.float64)
-        self._fn = jax.jit(jax.vmap(estimate))
 
     def __call__(self, params: list[dict]) -> pd.DataFrame:
         n = len(params)
@@ -83,7 +82,7 @@ class Evaluator:
             global_batch=f(gb), micro_batch=f(col["micro_batch"]), recompute=f([RECOMPUTE[r] for r in col["recompute"]]),
             zero_stage=f(col["zero_stage"]), fp8=f([PRECISION[p] for p in col["precision"]]),
             ckpt_auto=ckpt_auto, ckpt_interval_s=ckpt_s)
-        est = self._fn(cfg)
+        est = estimate_batch(cfg)
         out = pd.DataFrame({k: np.asarray(getattr(est, k))[:n] for k in ("jct_s", "cost_usd", "mfu", "energy_kwh",
                                                                            "dp", "n_micro", "reason")})
         out["reason"] = [Reason(int(r)).name for r in out.reason]

@@ -19,7 +19,8 @@ from rich.console import Console
 from rich.table import Table
 
 from .._config import ConfigError, as_dict, load_option
-from ._search import LAYOUT_COLUMNS, configured, json_row, layout_label, pyplot, save_plot, search
+from .._search import configured, search
+from ._output import LAYOUT_COLUMNS, json_row, layout_label, pyplot, save_plot
 
 OUTPUT_COLUMNS = ["jct_s", "days", "cost_usd", "gpu_hours", "price_per_gpu_hour", "energy_kwh", "energy_usd",
                   "mfu", "efficiency", "n_failures"]

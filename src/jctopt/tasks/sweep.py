@@ -32,10 +32,9 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from .._config import ConfigError, to_config
-from .._engine import Engine, chunks_for_process, reduce_rows
+from .._config import ConfigError
+from .._engine import build, chunks_for_process, reduce_rows
 from .._jct import Reason
-from .._space import Space, build_space
 
 REDUCTIONS = ("top_k", "pareto", "best_per_group")
 # Settings that change how a sweep runs but not what it computes (excluded from the fingerprint).
@@ -59,16 +58,6 @@ def unit(column: str) -> str:
              "micro_batch": "sequences", "n_micro": "micro-batches per step", "steps": "optimizer steps",
              "n_checkpoints": "count", "n_failures": "count", "n_gpus": "GPUs"}
     return table.get(column, "")
-
-
-def build(cfg: DictConfig, devices: list | None = None) -> tuple[Space, Engine]:
-    """The space and compiled evaluator a sweep config describes."""
-    space = build_space(cfg.space, cfg.model, cfg.training.global_batch, cfg.cluster.gpus_per_node)
-    sw = cfg.sweep
-    engine = Engine(space, to_config(cfg, layout=False), chunk_size=sw.chunk_size, dtype=sw.dtype,
-                    keep=sw.keep, objective=sw.objective, top_k=sw.top_k, group_by=tuple(sw.group_by),
-                    max_days=sw.max_days, devices=devices)
-    return space, engine
 
 
 def fingerprint(cfg: DictConfig) -> str:

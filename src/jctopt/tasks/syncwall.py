@@ -19,7 +19,8 @@ from rich.table import Table
 
 from .._config import ConfigError
 from .._space import int_axis
-from ._search import configured, pyplot, save_plot, search
+from .._search import configured, search
+from ._output import pyplot, save_plot
 
 CURVE = ["family", "gpu", "fabric"]
 PURE_DP = dict(space__tp=[1], space__pp=[1], space__cp=[1], space__ep=[1], space__vpp=[1])

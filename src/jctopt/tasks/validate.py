@@ -1,7 +1,7 @@
 """`jctopt task=validate validate.runs=RUNS.csv validate.out=OUT.parquet`: predict published
 training runs and report the error on step time.
 
-Each row of a CSV with the columns of ``shared/validation/runs_dev.csv`` becomes a model
+Each row of a CSV with the columns of ``jctopt/data/validation/runs_dev.csv`` becomes a model
 configuration. Blank cells ("not stated") take the documented defaults of ``DEFAULTS`` and
 the column ``defaults_used`` says which were applied. A row the model cannot place (unknown
 GPU or fabric key, a layout that does not divide) gets a null prediction and a ``reason``;
@@ -22,12 +22,25 @@ import pandas as pd
 from omegaconf import DictConfig
 from rich.console import Console
 
-from .._config import CONF_DIR, ConfigError, load_option, to_config
+from .._config import ConfigError, load_option, to_config
 from .._jct import STEP_PARTS, Reason, estimate, estimate_batch, unmasked_step
+from .._resources import VALIDATION_DIR
 from .._types import stack
-from ._search import pyplot, save_plot
+from ._output import pyplot, save_plot
 
-DEFAULT_RUNS = CONF_DIR.parents[1] / "shared" / "validation" / "runs_dev.csv"
+DEFAULT_RUNS = "runs_dev.csv"  # shipped with the package (jctopt/data/validation/)
+
+
+def runs_path(runs: str | None) -> Path:
+    """The CSV that ``validate.runs`` names: a path, or the name of a file shipped with the
+    package (``runs_dev.csv``, ``runs_dev2.csv``, ...); unset means ``DEFAULT_RUNS``."""
+    path = Path(runs or DEFAULT_RUNS)
+    if path.is_file():
+        return path
+    if path.name == str(path) and (VALIDATION_DIR / path.name).is_file():
+        return VALIDATION_DIR / path.name
+    shipped = ", ".join(sorted(p.name for p in VALIDATION_DIR.glob("runs*.csv")))
+    raise ConfigError(f"validate.runs={str(runs)!r} is not allowed: no such file (a path, or one of the shipped {shipped})")
 
 # Blank cells: the value used and why (printed in the report).
 DEFAULTS = {
@@ -355,9 +368,7 @@ def plot(df: pd.DataFrame, path: Path) -> Path:
 
 def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
     v = cfg.validate
-    runs = Path(v.runs) if v.runs else DEFAULT_RUNS
-    if not runs.is_file():
-        raise ConfigError(f"validate.runs={str(runs)!r} is not allowed: no such file")
+    runs = runs_path(v.runs)
     out = Path(v.out) if v.out else run_dir / "validate.parquet"
     df = run_validate(cfg, runs)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -1,21 +1,16 @@
 """Exact searches over a design space, in memory, shared by the deadline, procure and
-syncwall tasks: one pass of the sweep engine with an on-device reduction."""
+syncwall tasks (and the Optuna checks): one pass of the engine with an on-device reduction."""
 
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
-import numpy as np
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
-from .._config import CONF_DIR, load_option
-from .._engine import reduce_rows
-from .sweep import build
-
-LAYOUT_COLUMNS = ["gpu", "fabric", "n_gpus", "tp", "pp", "cp", "ep", "vpp", "dp", "micro_batch", "n_micro",
-                  "global_batch", "recompute", "zero_stage", "precision", "ckpt_policy"]
+from ._config import load_option
+from ._engine import build, reduce_rows
+from ._resources import CONF_DIR
 
 
 def configured(cfg: DictConfig, **dotted) -> DictConfig:
@@ -42,39 +37,3 @@ def catalog(group: str, gpus_per_node: int | None = None) -> list[str]:
     if group == "gpu" and gpus_per_node:
         names = [n for n in names if load_option("gpu", n).nvlink_domain % gpus_per_node == 0]
     return names
-
-
-def layout_label(r) -> str:
-    return (f"TP{r.tp} PP{r.pp}" + (f" CP{r.cp}" if r.cp > 1 else "") + (f" EP{r.ep}" if r.ep > 1 else "")
-            + f" DP{r.dp}" + (f" v{r.vpp}" if r.vpp > 1 else "") + f", mb {r.micro_batch} x {r.n_micro}")
-
-
-def json_row(r: pd.Series) -> dict:
-    """One result row as JSON-ready values (inf and NaN as null)."""
-    out = {}
-    for k, v in r.items():
-        if isinstance(v, (np.floating, float)):
-            out[k] = float(v) if np.isfinite(v) else None
-        elif isinstance(v, (np.integer, np.bool_)):
-            out[k] = v.item()
-        else:
-            out[k] = v if isinstance(v, (int, bool, type(None))) else str(v)
-    return out
-
-
-def save_plot(fig, path: Path) -> Path:
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
-    return path
-
-
-def pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt

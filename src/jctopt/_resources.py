@@ -1,0 +1,20 @@
+"""Files that ship inside the package, found relative to it: the Hydra config tree and the
+published measurements the model is validated and calibrated on. Both work the same from a
+clone (editable install), an installed wheel, or any working directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+CONF_DIR = PACKAGE_DIR / "conf"  # Hydra's primary config directory (groups gpu/, model/, task/ ...)
+VALIDATION_DIR = PACKAGE_DIR / "data" / "validation"  # published runs, specs, nccl-tests; README lists sources
+
+
+def validation_file(name: str) -> Path:
+    """A published data file shipped with the package, e.g. ``validation_file("runs_dev.csv")``."""
+    path = VALIDATION_DIR / name
+    if not path.is_file():
+        shipped = sorted(p.name for p in VALIDATION_DIR.iterdir() if p.suffix == ".csv")
+        raise FileNotFoundError(f"{name!r} is not shipped with jctopt: one of {', '.join(shipped)}")
+    return path
