@@ -7,7 +7,8 @@ import sys
 import pandas as pd
 import pytest
 
-from jctopt._resources import validation_file
+from jctopt import ConfigError
+from jctopt._resources import VALIDATION_DIR, validation_file
 from jctopt.tasks import validate
 
 RUNS = validation_file("runs_dev.csv")
@@ -139,3 +140,15 @@ def test_blank_sp_and_zero_follow_the_year_rules(compose):
     assert cfg.training.metric_loss_passes == 0
     cfg, _ = validate.row_config(base, dict(row, source="MosaicML llm-foundry benchmarking README"))
     assert cfg.training.metric_loss_passes == 2  # Composer's train cross-entropy and perplexity
+
+
+def test_runs_name_a_path_or_a_shipped_file(tmp_path):
+    assert validate.runs_path(None) == VALIDATION_DIR / "runs_dev.csv"
+    assert validate.runs_path("runs_dev2.csv") == VALIDATION_DIR / "runs_dev2.csv"
+    mine = tmp_path / "runs_dev2.csv"  # a path wins over the shipped file of the same name
+    mine.write_text("id\n")
+    assert validate.runs_path(str(mine)) == mine
+    with pytest.raises(ConfigError, match=r"validate.runs='nope.csv'.*runs_moe_dev.csv"):
+        validate.runs_path("nope.csv")
+    with pytest.raises(ConfigError, match="no such file"):
+        validate.runs_path(str(tmp_path / "missing.csv"))

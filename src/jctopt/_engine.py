@@ -175,7 +175,7 @@ def _scan_shard(kernel: Kernel, lanes, offset, n_valid, rows, tables, base, obje
         kernel.decoding, local, rows, tables, base)
     valid = lanes < n_valid
     obj = jnp.stack([getattr(est, o) for o in OBJECTIVES])[objective]
-    ok = valid & est.feasible & (est.jct_s <= max_jct_s)
+    ok = valid & est.feasible & (jnp.isinf(max_jct_s) | (est.jct_s <= max_jct_s))  # inf: no deadline
     obj = jnp.where(ok, obj, jnp.inf)
     if kernel.keep == "all":
         keep = valid

@@ -28,7 +28,8 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
 from .. import _calibrate as Cal
-from .._config import CONF_DIR, ConfigError, load_option
+from .._config import ConfigError, load_option
+from .._resources import CONF_DIR
 from .._types import stack
 from .validate import place_rows, read_runs, runs_path
 

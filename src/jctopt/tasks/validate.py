@@ -24,7 +24,7 @@ from rich.console import Console
 
 from .._config import ConfigError, load_option, to_config
 from .._jct import STEP_PARTS, Reason, estimate, estimate_batch, unmasked_step
-from .._resources import VALIDATION_DIR
+from .._resources import validation_file
 from .._types import stack
 from ._output import pyplot, save_plot
 
@@ -32,15 +32,18 @@ DEFAULT_RUNS = "runs_dev.csv"  # shipped with the package (jctopt/data/validatio
 
 
 def runs_path(runs: str | None) -> Path:
-    """The CSV that ``validate.runs`` names: a path, or the name of a file shipped with the
-    package (``runs_dev.csv``, ``runs_dev2.csv``, ...); unset means ``DEFAULT_RUNS``."""
+    """The CSV that ``validate.runs`` names: a path, or the bare name of a file shipped with
+    the package (``runs_dev.csv``, ``runs_dev2.csv``, ...); unset means ``DEFAULT_RUNS``."""
     path = Path(runs or DEFAULT_RUNS)
     if path.is_file():
         return path
-    if path.name == str(path) and (VALIDATION_DIR / path.name).is_file():
-        return VALIDATION_DIR / path.name
-    shipped = ", ".join(sorted(p.name for p in VALIDATION_DIR.glob("runs*.csv")))
-    raise ConfigError(f"validate.runs={str(runs)!r} is not allowed: no such file (a path, or one of the shipped {shipped})")
+    if path.name == str(path):
+        try:
+            return validation_file(path.name)
+        except FileNotFoundError as err:
+            raise ConfigError(f"validate.runs={runs!r} is not allowed: no such file, and {err}") from None
+    raise ConfigError(f"validate.runs={runs!r} is not allowed: no such file")
+
 
 # Blank cells: the value used and why (printed in the report).
 DEFAULTS = {
