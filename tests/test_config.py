@@ -60,6 +60,13 @@ def test_misspelled_catalog_key_names_the_key():
     ("training.global_batch=1001", "training.global_batch"),
     ("gpu.matmul_eff=1.5", "gpu.matmul_eff"),
     ("training.precision=fp8", "training.precision"),  # A100 has no fp8
+    ("job.ckpt_interval_s=-100", "job.ckpt_interval_s"),  # was: -29,252 checkpoints, JCT below failure-free
+    ("job.ckpt_interval_s=0", "job.ckpt_interval_s"),  # was: feasible with an infinite cost
+    ("cluster.oversubscription=nan", "cluster.oversubscription"),  # was: feasible with null times
+    ("cluster.oversubscription=inf", "cluster.oversubscription"),
+    ("job.deadline_days=0", "job.deadline_days"),
+    ("job.deadline_days=-5", "job.deadline_days"),
+    ("job.deadline_days=nan", "job.deadline_days"),
 ])
 def test_impossible_values_name_key_value_and_allowed(compose, override, key):
     cfg = compose(override)
@@ -70,3 +77,12 @@ def test_impossible_values_name_key_value_and_allowed(compose, override, key):
     assert message.startswith(f"{key}=")
     assert value in message
     assert "allowed" in message
+
+
+@pytest.mark.parametrize("task", ["deadline", "procure"])
+def test_searches_blame_the_deadline_the_user_set(compose, task):
+    from jctopt.tasks import deadline, procure
+
+    run = {"deadline": deadline.run_deadline, "procure": procure.run_procure}[task]
+    with pytest.raises(jctopt.ConfigError, match=r"^job\.deadline_days=0"):
+        run(compose(f"task={task}", "job.deadline_days=0"))

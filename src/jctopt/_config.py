@@ -287,7 +287,7 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
         **({"layout": ["n_gpus", "tp", "pp", "cp", "ep", "vpp"]} if layout else {}),
         "training": ["global_batch", "micro_batch", "grad_bytes", "grad_compression", "bucket_mparams",
                      "zero3_collectives_per_layer"],
-        "job": ["tokens"],
+        "job": ["tokens", "deadline_days"],
     }
     for group, keys in positive.items():
         for key in keys:
@@ -312,8 +312,12 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
         value = cfg[group][name]
         if not 0 <= value <= 1:
             _fail(key, value, "a fraction in [0, 1]")
-    if cfg.cluster.oversubscription < 1:
-        _fail("cluster.oversubscription", cfg.cluster.oversubscription, ">= 1 (1 = full bisection)")
+    over = cfg.cluster.oversubscription
+    if not (isinstance(over, (int, float)) and math.isfinite(over) and over >= 1):
+        _fail("cluster.oversubscription", over, "a finite number >= 1 (1 = full bisection)")
+    interval = cfg.job.ckpt_interval_s
+    if interval is not None and not (isinstance(interval, (int, float)) and math.isfinite(interval) and interval > 0):
+        _fail("job.ckpt_interval_s", interval, "seconds > 0, or null for Daly's optimum per configuration")
 
     m, lay, tr, gpu, cl = cfg.model, cfg.layout, cfg.training, cfg.gpu, cfg.cluster
     kv = m.n_kv_heads if m.n_kv_heads is not None else m.n_heads
