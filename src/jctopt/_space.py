@@ -202,7 +202,7 @@ def build_space(space: DictConfig, model: DictConfig, global_batch: int, gpus_pe
     ok = ((dims["n_heads"] % s["tp"] == 0) & (dims["n_layers"] % (s["pp"] * s["vpp"]) == 0)
           & ((s["vpp"] == 1) | (s["pp"] > 1)) & (dims["seq_len"] % s["cp"] == 0)
           & (dims["n_experts"] % s["ep"] == 0))
-    splits = {k: v[ok] for k, v in splits.items()}
+    raw, splits = splits, {k: v[ok] for k, v in splits.items()}
 
     gpus = _choices("gpu", space.gpu, tuple(space.gpu))
     fabrics = _choices("fabric", space.fabric, tuple(space.fabric))
@@ -226,8 +226,41 @@ def build_space(space: DictConfig, model: DictConfig, global_batch: int, gpus_pe
     proto = Space(space.name, n_gpus, splits, int(global_batch) if fixed else None, inner,
                   np.zeros(n_gpus.size, np.int64), np.zeros(n_gpus.size + 1, np.int64))
     counts = np.array([proto._valid(int(n)).sum() for n in n_gpus], dtype=np.int64)
+    if not counts.sum():
+        raise ConfigError(_why_empty(model, dims, raw, splits, n_gpus, proto.global_batch))
     offsets = np.concatenate([[0], np.cumsum(counts)])
     return Space(space.name, n_gpus, splits, proto.global_batch, inner, counts, offsets, overrides)
+
+
+def _why_empty(model: DictConfig, dims: dict, raw: dict, splits: dict, n_gpus: np.ndarray,
+               global_batch: int | None) -> str:
+    """Why a space holds no valid layout: the constraint that removes the most candidates,
+    among the model's (on every split combination) or, when some split fits the model, the
+    GPU count's (on every GPU count x model-valid split)."""
+    s, n = raw, None
+    rules = {  # Megatron's divisibility rules (config.check_layout), as failure masks
+        f"space.tp must divide model.n_heads={dims['n_heads']}": dims["n_heads"] % s["tp"] != 0,
+        f"space.pp x space.vpp must divide model.n_layers={dims['n_layers']}": dims["n_layers"] % (s["pp"] * s["vpp"]) != 0,
+        "space.vpp > 1 needs space.pp > 1": (s["vpp"] > 1) & (s["pp"] == 1),
+        f"space.cp must divide model.seq_len={dims['seq_len']}": dims["seq_len"] % s["cp"] != 0,
+        f"space.ep must divide model.n_experts={dims['n_experts']}": dims["n_experts"] % s["ep"] != 0,
+    }
+    what = f"{s['tp'].size:,} split combinations"
+    if splits["tp"].size:
+        s, n = {k: v[None, :] for k, v in splits.items()}, n_gpus[:, None]
+        per_replica = s["tp"] * s["pp"] * s["cp"]
+        dp = np.maximum(n // per_replica, 1)
+        rules = {
+            "space.n_gpus must be a multiple of tp x pp x cp": n % per_replica != 0,
+            "space.ep must divide dp x cp": (dp * s["cp"]) % s["ep"] != 0,
+        }
+        if global_batch is not None:
+            rules[f"training.global_batch={global_batch} must be a multiple of dp x micro_batch"] = \
+                np.broadcast_to(global_batch % (dp * s["micro_batch"]) != 0, dp.shape)
+        what = f"{n.size * s['tp'].size:,} GPU-count x split candidates (space.n_gpus={n_gpus.tolist()})"
+    worst, mask = max(rules.items(), key=lambda kv: int(kv[1].sum()))
+    return (f"the space holds no valid layout for model={model.name}: of {what}, none passes every rule; "
+            f"the rule removing the most, {int(mask.sum()):,} of them: {worst}")
 
 
 def gpu_overrides(space: DictConfig, gpus: list[str]) -> dict:
