@@ -93,3 +93,44 @@ def test_optimize_task_writes_trials(compose, tmp_path):
     df = optimize.main(cfg, tmp_path)
     back = pd.read_parquet(tmp_path / "trials.parquet")
     assert len(back) == len(df) == 64 and "params_gpu" in back and "cost_usd" in back
+
+
+def test_interrupted_study_resumes_to_the_uninterrupted_answer(compose, tmp_path):
+    """A real SIGINT mid-study, then the same command: every trial in flight is asked again,
+    only finished trials count, and the answer is the grid optimum the uninterrupted study finds."""
+    import signal
+    import time
+
+    url = f"sqlite:///{tmp_path}/s.db"
+    args = TINY + [f"optimize.storage={url}", "optimize.n_trials=320", "optimize.study_name=s"]
+    proc = subprocess.Popen([sys.executable, "-c", "from jctopt.app import main; main()", *args,
+                             f"hydra.run.dir={tmp_path}/run"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    complete = 0
+    deadline = time.monotonic() + 300
+    while complete < 64 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.3)
+        try:
+            trials = optuna.load_study(study_name="s", storage=optimize.storage(url)).trials
+        except KeyError:  # the study is not created yet
+            continue
+        complete = sum(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err[-2000:]
+    assert "Traceback" not in err
+    before = optuna.load_study(study_name="s", storage=optimize.storage(url)).trials
+    running = [t for t in before if t.state == optuna.trial.TrialState.RUNNING]
+    assert 64 <= len(before) < 320
+
+    study, df = optimize.run_optimize(compose(*args))
+    states = df.state.value_counts().to_dict()
+    assert states.get("COMPLETE") == 320 and "RUNNING" not in states
+    assert states.get("FAIL", 0) == len(running)  # each stale trial failed once ...
+    retried = [t for t in study.trials if "retry_of" in t.user_attrs]  # ... and asked again with its params
+    assert sorted(t.user_attrs["retry_of"] for t in retried) == sorted(t.number for t in running)
+    for t in retried:  # the parameters a stale trial had been given (all, some or none) are kept
+        stale = next(r for r in running if r.number == t.user_attrs["retry_of"])
+        assert stale.params.items() <= t.params.items()
+    exact = search(compose(*TINY), "top_k", "cost_usd", top_k=1, max_days=20.0).iloc[0]
+    assert optimize.best_feasible(df, 20 * 86400.0).iloc[0].cost_usd == pytest.approx(exact.cost_usd, rel=1e-6)

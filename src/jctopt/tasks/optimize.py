@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 import optuna
 import pandas as pd
+from optuna.trial import TrialState
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 from rich.progress import Progress
@@ -150,16 +151,21 @@ def run_optimize(cfg: DictConfig, console: Console | None = None) -> tuple[optun
     name = o.study_name or study_name(cfg)
     study = optuna.create_study(storage=storage(o.storage), study_name=name, directions=directions,
                                 sampler=sampler, load_if_exists=True)
-    done = len(study.trials)
-    if done:
-        console.print(f"study '{name}': {done} trials already in {o.storage}")
+    worker = int(o.worker)
+    requeued = requeue_stale(study, worker)
+    done = counted(study)
+    if done or requeued:
+        console.print(f"study '{name}': {done} trials already in {o.storage}"
+                      + (f"; {requeued} left running by an interrupted run are asked again" if requeued else ""))
     with Progress(console=console, disable=not o.progress) as progress:
         task = progress.add_task("optuna trials", total=int(o.n_trials), completed=done)
-        while len(study.trials) < o.n_trials:
-            k = min(int(o.batch_size), int(o.n_trials) - len(study.trials))
+        while counted(study) < o.n_trials:
+            k = min(int(o.batch_size), int(o.n_trials) - counted(study))
             if k <= 0:  # another worker filled the study meanwhile
                 break
             trials = [study.ask() for _ in range(k)]
+            for t in trials:  # whose they are, should this process be killed before telling them
+                t.set_user_attr(WORKER_ATTR, worker)
             params = [{a: t.suggest_categorical(a, v) for a, v in axes.items()} for t in trials]
             out = evaluate(params)
             for t, (_, r) in zip(trials, out.iterrows()):
@@ -173,8 +179,30 @@ def run_optimize(cfg: DictConfig, console: Console | None = None) -> tuple[optun
                 else:
                     t.set_constraint("feasible", 0.0 if feasible else PENALTY)
                     study.tell(t, [float(r.cost_usd), r.jct_s / 86400.0] if feasible else [PENALTY, PENALTY])
-            progress.update(task, completed=len(study.trials))
+            progress.update(task, completed=counted(study))
     return study, trials_frame(study)
+
+
+# Trials in the study's total: finished, or asked and not yet told (by a live worker), or
+# waiting to be asked. A trial failed by requeue_stale is not counted; its copy is.
+COUNTED = (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING)
+WORKER_ATTR = "worker"
+
+
+def counted(study: optuna.Study) -> int:
+    return len(study.get_trials(deepcopy=False, states=COUNTED))
+
+
+def requeue_stale(study: optuna.Study, worker: int) -> int:
+    """Trials this worker asked but never told (its process was interrupted): marked FAIL and
+    their parameters enqueued, so the next ``ask`` evaluates them (Optuna's
+    ``RetryFailedTrialCallback`` pattern). Other workers' running trials are left alone."""
+    stale = [t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+             if t.user_attrs.get(WORKER_ATTR) == worker]
+    for t in stale:
+        study.tell(t.number, state=TrialState.FAIL)
+        study.enqueue_trial(t.params, user_attrs={"retry_of": t.number})
+    return len(stale)
 
 
 def trials_frame(study: optuna.Study) -> pd.DataFrame:
@@ -196,7 +224,12 @@ def best_feasible(df: pd.DataFrame, deadline_s: float) -> pd.DataFrame:
 
 def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
     console = Console()
-    study, df = run_optimize(cfg, console)
+    try:
+        study, df = run_optimize(cfg, console)
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted[/yellow]: finished trials are in the storage; the same command "
+                      "resumes the study and asks again what was in flight")
+        raise SystemExit(130) from None
     df.to_parquet(run_dir / "trials.parquet", index=False)
     deadline_s = float(cfg.job.deadline_days) * 86400.0
     if cfg.optimize.mode == "single":
@@ -207,7 +240,7 @@ def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
             b = ok.iloc[0]
             params = {c[len("params_"):]: b[c] for c in df.columns if c.startswith("params_")}
             params = ", ".join(f"{k}={v}" for k, v in params.items())
-            console.print(f"best of {len(df)} trials (trial {b.number}): ${b.cost_usd:,.0f}, "
+            console.print(f"best of {(df.state == 'COMPLETE').sum()} trials (trial {b.number}): ${b.cost_usd:,.0f}, "
                           f"{b.jct_s / 86400:.1f} days: {params}")
     else:
         front = study.best_trials
