@@ -38,3 +38,59 @@ def test_empty_space_from_the_cli_exits_2_without_a_traceback(tmp_path):
                           f"hydra.run.dir={tmp_path}/run"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert out.returncode == 2
     assert "Traceback" not in out.stderr and "space.tp must divide model.n_heads=96" in out.stderr
+
+
+def _runs_head(n=5):
+    import pandas as pd
+
+    from jctopt._resources import validation_file
+
+    return pd.read_csv(validation_file("runs_dev.csv")).head(n)
+
+
+def _write(path, kind):
+    if kind == "empty":
+        path.write_text("")
+    elif kind == "header only":
+        path.write_text(",".join(_runs_head().columns) + "\n")
+    elif kind == "not a csv":
+        path.write_text('hello world\nthis is "not a csv\n')
+    elif kind == "binary":
+        path.write_bytes(bytes(range(256)) * 4)
+    elif kind == "no precision column":
+        _runs_head().drop(columns=["precision"]).to_csv(path, index=False)
+    return path
+
+
+@pytest.mark.parametrize("kind,message", [
+    ("empty", "not a CSV file"), ("header only", "has a header but no rows"), ("not a csv", "missing columns"),
+    ("binary", "not a CSV file"), ("no precision column", "missing columns precision"),
+])
+def test_validate_names_what_is_wrong_with_a_whole_file(compose, tmp_path, kind, message):
+    from jctopt.tasks import validate
+
+    path = _write(tmp_path / "runs.csv", kind)
+    with pytest.raises(jctopt.ConfigError, match=f"validate.runs=.*{message}"):
+        validate.run_validate(compose("task=validate"), path)
+
+
+@pytest.mark.parametrize("column", ["num_gpus", "tp", "hidden", "measured_iter_time_s"])
+def test_validate_text_in_a_numeric_column_costs_that_row_only(compose, tmp_path, column):
+    from jctopt.tasks import validate
+
+    table = _runs_head()
+    table.to_csv(tmp_path / "good.csv", index=False)
+    good = validate.run_validate(compose("task=validate"), tmp_path / "good.csv")
+    table[column] = table[column].astype(object)
+    table.loc[1, column] = "lots"
+    table.to_csv(tmp_path / "bad.csv", index=False)
+    df = validate.run_validate(compose("task=validate"), tmp_path / "bad.csv")
+    assert len(df) == len(table)
+    others = df.index != 1
+    assert df.loc[others, "predicted_iter_time_s"].tolist() == pytest.approx(
+        good.loc[others, "predicted_iter_time_s"].tolist(), rel=1e-12)
+    if column == "measured_iter_time_s":  # predicted, not compared
+        assert df.loc[1, "predicted_iter_time_s"] > 0 and df.loc[1, "abs_pct_error"] != df.loc[1, "abs_pct_error"]
+    else:  # not placed: a null prediction and a reason naming the column or its value
+        assert df.loc[1, "predicted_iter_time_s"] != df.loc[1, "predicted_iter_time_s"]
+        assert f"{column}='lots' is not a number" in df.loc[1, "reason"]

@@ -103,9 +103,13 @@ def _int(row, key, used: list[str], rule: int | None = None) -> int:
             raise RowError(f"{key} is blank and its default rule does not apply: {DEFAULTS[key][1]}")
         used.append(key)
         return int(default)
-    if float(v) != int(float(v)):
+    try:
+        number = float(v)
+    except ValueError:
+        raise RowError(f"{key}={v!r} is not a number") from None
+    if not number.is_integer():
         raise RowError(f"{key}={v!r} is not an integer")
-    return int(float(v))
+    return int(number)
 
 
 def _glu(row, layers, hidden, ffn, heads, kv, vocab) -> tuple[int, str]:
@@ -267,11 +271,22 @@ def _least_recompute_that_fits(rc: DictConfig):
     return configs[0]
 
 
+REQUIRED_COLUMNS = ("id", "gpu", "precision", "num_gpus", "tp", "pp", "global_batch", "measured_iter_time_s")
+
+
 def read_runs(runs: Path) -> pd.DataFrame:
-    table = pd.read_csv(runs)
-    missing = {"id", "gpu", "num_gpus", "tp", "pp", "global_batch", "measured_iter_time_s"} - set(table.columns)
+    """The runs CSV; a file that is not one (empty, binary, malformed), lacks a required column
+    or holds no row is one ConfigError. Problems within a row are that row's ``reason``."""
+    bad = f"validate.runs={str(runs)!r} is not allowed"
+    try:
+        table = pd.read_csv(runs)
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{bad}: not a CSV file ({type(err).__name__}: {err})") from None
+    missing = set(REQUIRED_COLUMNS) - set(table.columns)
     if missing:
-        raise ConfigError(f"validate.runs={str(runs)!r} is not allowed: missing columns {', '.join(sorted(missing))}")
+        raise ConfigError(f"{bad}: missing columns {', '.join(sorted(missing))} (needed: {', '.join(REQUIRED_COLUMNS)})")
+    if table.empty:
+        raise ConfigError(f"{bad}: the file has a header but no rows")
     return table
 
 
@@ -302,8 +317,9 @@ def run_validate(cfg: DictConfig, runs: Path) -> pd.DataFrame:
             df.loc[i, "mem_total_gb"] = float(np.asarray(est.mem_total)[j]) / 1e9
             if reasons[j] != "OK":
                 df.loc[i, "model_reason"] = reasons[j]
-    measured = pd.to_numeric(df.measured_iter_time_s, errors="coerce")
-    df["abs_pct_error"] = 100.0 * (df.predicted_iter_time_s - measured).abs() / measured
+    # A measured time that is not a number is left out of the comparison (its row is still predicted).
+    df["measured_iter_time_s"] = pd.to_numeric(df.measured_iter_time_s, errors="coerce")
+    df["abs_pct_error"] = 100.0 * (df.predicted_iter_time_s - df.measured_iter_time_s).abs() / df.measured_iter_time_s
     return df
 
 
