@@ -94,3 +94,19 @@ def test_validate_text_in_a_numeric_column_costs_that_row_only(compose, tmp_path
     else:  # not placed: a null prediction and a reason naming the column or its value
         assert df.loc[1, "predicted_iter_time_s"] != df.loc[1, "predicted_iter_time_s"]
         assert f"{column}='lots' is not a number" in df.loc[1, "reason"]
+
+
+@pytest.mark.parametrize("where", ["proc", "under a file", "another sweep"])
+def test_sweep_out_that_cannot_hold_the_sweep_names_the_key(compose, tmp_path, where):
+    cfg = compose("task=sweep", "sweep.progress=false")
+    if where == "proc":
+        out = "/proc/jctsweep"
+    elif where == "under a file":
+        (tmp_path / "file").write_text("a regular file")
+        out = tmp_path / "file" / "sweep"
+    else:
+        (tmp_path / "old").mkdir()
+        (tmp_path / "old" / "sweep.json").write_text('{"fingerprint": "someone else\'s"}')
+        out = tmp_path / "old"
+    with pytest.raises(jctopt.ConfigError, match=r"^sweep\.out=.* is not allowed: (cannot write there|it holds a sweep)"):
+        sweep.run_sweep(cfg, out)

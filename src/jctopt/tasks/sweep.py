@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import signal
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -154,9 +155,18 @@ def run_sweep(cfg: DictConfig, out: Path, *, process: tuple[int, int] = (0, 1), 
     sw = cfg.sweep
     space, engine = build(cfg, devices)
     d = SweepDir(Path(out), sw.keep)
-    d.parts.mkdir(parents=True, exist_ok=True)
-    d.result.mkdir(parents=True, exist_ok=True)
     fp = fingerprint(cfg)
+    if d.manifest.exists() and json.loads(d.manifest.read_text()).get("fingerprint") != fp:
+        raise ConfigError(f"sweep.out={str(d.root)!r} is not allowed: it holds a sweep of another "
+                          "configuration; choose another directory (or the same configuration to resume it)")
+    try:
+        d.parts.mkdir(parents=True, exist_ok=True)
+        d.result.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=d.parts, prefix=".probe-"):
+            pass
+    except OSError as err:
+        raise ConfigError(f"sweep.out={str(d.root)!r} is not allowed: cannot write there "
+                          f"({type(err).__name__}: {err.strerror or err})") from None
     n_chunks = space.n_chunks(engine.chunk_size)
     meta = {"jctopt.config": OmegaConf.to_yaml(cfg, resolve=True), "jctopt.space": space.describe(),
             "jctopt.dtype": sw.dtype, "jctopt.keep": sw.keep}
@@ -165,8 +175,6 @@ def run_sweep(cfg: DictConfig, out: Path, *, process: tuple[int, int] = (0, 1), 
                 "objective": sw.objective, "devices": [str(x) for x in engine.devices]}
     if d.manifest.exists():
         before = json.loads(d.manifest.read_text())
-        if before.get("fingerprint") != fp:
-            raise FileExistsError(f"{d.root} holds a sweep of another configuration; choose another sweep.out")
         if before.get("chunk_size") != engine.chunk_size:
             raise ConfigError(f"sweep.chunk_size={sw.chunk_size} gives {engine.chunk_size} configurations per chunk "
                               f"on {len(engine.devices)} devices, but {d.root} was swept with "
