@@ -1,6 +1,7 @@
 """Bad input ends in one message that names the key, the value and what is allowed (exit 2
 from the CLI), never in a traceback or a wrong answer."""
 
+import re
 import subprocess
 import sys
 
@@ -110,3 +111,27 @@ def test_sweep_out_that_cannot_hold_the_sweep_names_the_key(compose, tmp_path, w
         out = tmp_path / "old"
     with pytest.raises(jctopt.ConfigError, match=r"^sweep\.out=.* is not allowed: (cannot write there|it holds a sweep)"):
         sweep.run_sweep(cfg, out)
+
+
+@pytest.mark.parametrize("url,message", [
+    ("foo://bar", "one of memory, journal:PATH"),
+    ("/tmp/plain.db", "one of memory, journal:PATH"),  # a bare path is no storage form
+    ("sqlite:////proc/x/x.db", "cannot write '/proc/x/x.db'"),
+    ("journal:/proc/x/study.log", "cannot write '/proc/x/study.log'"),
+    ("postgresql://nobody@127.0.0.1:1/x", "DB access module|cannot open the study"),  # no driver, or no server
+])
+def test_optimize_storage_that_cannot_hold_the_study_names_the_forms(compose, url, message):
+    from jctopt.tasks import optimize
+
+    with pytest.raises(jctopt.ConfigError, match=rf"^optimize\.storage='{re.escape(url)}' is not allowed: .*({message})"):
+        optimize.run_optimize(compose("task=optimize", f"optimize.storage={url}", "optimize.n_trials=4",
+                                      "optimize.progress=false"))
+
+
+def test_sqlite_storage_creates_its_directory(compose, tmp_path):
+    from jctopt.tasks import optimize
+
+    url = f"sqlite:///{tmp_path}/new/dir/s.db"
+    optimize.run_optimize(compose("task=optimize", f"optimize.storage={url}", "optimize.n_trials=4",
+                                  "optimize.batch_size=4", "optimize.progress=false"))
+    assert (tmp_path / "new" / "dir" / "s.db").stat().st_size > 0

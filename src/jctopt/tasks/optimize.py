@@ -99,18 +99,31 @@ def study_name(cfg: DictConfig) -> str:
     return f"{cfg.model.name}-{cfg.optimize.mode}-{digest}"
 
 
+STORAGE_FORMS = ("memory, journal:PATH (a JournalFileBackend log), sqlite:///PATH (sqlite:////ABSOLUTE/PATH), "
+                 "or a server's database URL (postgresql://..., mysql://...)")
+SERVER_SCHEMES = ("postgresql", "mysql", "oracle", "mssql")
+
+
 def storage(url: str):
-    """An Optuna storage from a URL: ``memory`` (not persisted), ``journal:PATH``, or an RDB URL."""
+    """An Optuna storage from a URL: ``memory`` (not persisted), ``journal:PATH``, ``sqlite:///PATH``
+    or a database server's URL. The directory of a file storage is created; a form or a place
+    that cannot hold the study is a ConfigError naming ``optimize.storage``."""
+    bad = f"optimize.storage={url!r} is not allowed"
     if url == "memory":
         return None
+    if url.startswith("journal:") or url.startswith("sqlite:///"):
+        path = Path(url[len("journal:"):] if url.startswith("journal:") else url[len("sqlite:///"):])
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("a"):  # created (or kept) here, so a place that cannot hold it fails now
+                pass
+        except OSError as err:
+            raise ConfigError(f"{bad}: cannot write {str(path)!r} ({err.strerror or err})") from None
     if url.startswith("journal:"):
         from optuna.storages.journal import JournalFileBackend, JournalStorage
 
-        path = Path(url[len("journal:"):])
-        path.parent.mkdir(parents=True, exist_ok=True)
         return JournalStorage(JournalFileBackend(str(path)))
     if url.startswith("sqlite:///"):
-        Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
         import sqlalchemy
 
         # WAL with synchronous=NORMAL: a commit survives the process being killed (not a power
@@ -119,6 +132,8 @@ def storage(url: str):
         sqlalchemy.event.listen(storage.engine, "connect", _sqlite_pragmas)
         storage.engine.dispose()  # reconnect with the pragmas
         return storage
+    if url.split("://", 1)[0].split("+", 1)[0] not in SERVER_SCHEMES:
+        raise ConfigError(f"{bad}: one of {STORAGE_FORMS}")
     return url
 
 
@@ -149,8 +164,16 @@ def run_optimize(cfg: DictConfig, console: Console | None = None) -> tuple[optun
         sampler = optuna.samplers.NSGAIISampler(seed=seed, population_size=int(o.batch_size))
         directions = ["minimize", "minimize"]
     name = o.study_name or study_name(cfg)
-    study = optuna.create_study(storage=storage(o.storage), study_name=name, directions=directions,
-                                sampler=sampler, load_if_exists=True)
+    try:
+        study = optuna.create_study(storage=storage(o.storage), study_name=name, directions=directions,
+                                    sampler=sampler, load_if_exists=True)
+    except ConfigError:
+        raise
+    except ImportError as err:  # a server URL whose database driver is not installed
+        raise ConfigError(f"optimize.storage={o.storage!r} is not allowed: {err}") from None
+    except Exception as err:  # the database cannot be reached or opened (SQLAlchemy, OS)
+        raise ConfigError(f"optimize.storage={o.storage!r} is not allowed: cannot open the study there "
+                          f"({type(err).__name__}: {str(err).splitlines()[0][:200]})") from None
     worker = int(o.worker)
     requeued = requeue_stale(study, worker)
     done = counted(study)
