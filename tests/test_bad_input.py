@@ -135,3 +135,11 @@ def test_sqlite_storage_creates_its_directory(compose, tmp_path):
     optimize.run_optimize(compose("task=optimize", f"optimize.storage={url}", "optimize.n_trials=4",
                                   "optimize.batch_size=4", "optimize.progress=false"))
     assert (tmp_path / "new" / "dir" / "s.db").stat().st_size > 0
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "nan", "64"])  # the default layout's replica is 8 x 16 = 128 GPUs
+def test_gradient_n_gpus_max_at_or_below_one_replica_names_the_key(compose, value):
+    from jctopt.tasks import gradient
+
+    with pytest.raises(jctopt.ConfigError, match=r"^gradient\.n_gpus_max=.*\(tp x pp x cp = 128\)"):
+        gradient.run_gradient(compose("task=gradient", f"gradient.n_gpus_max={value}"))

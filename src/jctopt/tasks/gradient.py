@@ -12,6 +12,7 @@ and cost to every continuous input.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -31,6 +32,10 @@ def run_gradient(cfg: DictConfig) -> tuple[dict, pd.DataFrame]:
     if not 0 < gc.comm_share < 1:
         raise ConfigError(f"gradient.comm_share={gc.comm_share!r} is not allowed: a fraction in (0, 1)")
     config = to_config(cfg)
+    replica = cfg.layout.tp * cfg.layout.pp * cfg.layout.cp
+    if not (isinstance(gc.n_gpus_max, (int, float)) and math.isfinite(gc.n_gpus_max) and gc.n_gpus_max > replica):
+        raise ConfigError(f"gradient.n_gpus_max={gc.n_gpus_max!r} is not allowed: a GPU count above one model "
+                          f"replica (tp x pp x cp = {replica})")
     est = estimate(config)
     if not bool(est.feasible):
         raise ConfigError(f"layout: this configuration is infeasible ({Reason(int(est.reason)).name}); "
