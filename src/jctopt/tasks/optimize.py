@@ -19,6 +19,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import signal
+import threading
 from pathlib import Path
 
 import jax
@@ -176,44 +178,60 @@ def run_optimize(cfg: DictConfig, console: Console | None = None) -> tuple[optun
                           f"({type(err).__name__}: {str(err).splitlines()[0][:200]})") from None
     worker = int(o.worker)
     requeued = requeue_stale(study, worker)
-    done = counted(study)
+    done = counted(study, worker)
     if done or requeued:
         console.print(f"study '{name}': {done} trials already in {o.storage}"
                       + (f"; {requeued} left running by an interrupted run are asked again" if requeued else ""))
-    with Progress(console=console, disable=not o.progress) as progress:
-        task = progress.add_task("optuna trials", total=int(o.n_trials), completed=done)
-        while counted(study) < o.n_trials:
-            k = min(int(o.batch_size), int(o.n_trials) - counted(study))
-            if k <= 0:  # another worker filled the study meanwhile
-                break
-            trials = [study.ask() for _ in range(k)]
-            for t in trials:  # whose they are, should this process be killed before telling them
-                t.set_user_attr(WORKER_ATTR, worker)
-            params = [{a: t.suggest_categorical(a, v) for a, v in axes.items()} for t in trials]
-            out = evaluate(params)
-            for t, (_, r) in zip(trials, out.iterrows()):
-                feasible = r.reason == "OK"
-                # One attribute per trial: every storage write is a transaction.
-                t.set_user_attr("model", {"reason": r.reason, **{k: float(r[k]) if feasible else None for k in
-                                                               ("jct_s", "cost_usd", "mfu", "energy_kwh")}})
-                if o.mode == "single":
-                    t.set_constraint("deadline_days", (r.jct_s - deadline_s) / 86400.0 if feasible else PENALTY)
-                    study.tell(t, float(r.cost_usd) if feasible else PENALTY)
-                else:
-                    t.set_constraint("feasible", 0.0 if feasible else PENALTY)
-                    study.tell(t, [float(r.cost_usd), r.jct_s / 86400.0] if feasible else [PENALTY, PENALTY])
-            progress.update(task, completed=counted(study))
+    stop = []  # Ctrl-C: finish the batch in flight (its trials are told), then stop
+    previous = (signal.signal(signal.SIGINT, lambda *_: stop.append(True))
+                if threading.current_thread() is threading.main_thread() else None)
+    try:
+        with Progress(console=console, disable=not o.progress) as progress:
+            task = progress.add_task("optuna trials", total=int(o.n_trials), completed=done)
+            while not stop and counted(study, worker) < o.n_trials:
+                k = min(int(o.batch_size), int(o.n_trials) - counted(study, worker))
+                if k <= 0:  # another worker filled the study meanwhile
+                    break
+                trials = []
+                while len(trials) < k and not stop:
+                    trials.append(study.ask())
+                    trials[-1].set_user_attr(WORKER_ATTR, worker)  # whose it is, should this process die
+                if not trials:
+                    break
+                params = [{a: t.suggest_categorical(a, v) for a, v in axes.items()} for t in trials]
+                out = evaluate(params)
+                for t, (_, r) in zip(trials, out.iterrows()):
+                    feasible = r.reason == "OK"
+                    # One attribute per trial: every storage write is a transaction.
+                    t.set_user_attr("model", {"reason": r.reason, **{k: float(r[k]) if feasible else None for k in
+                                                                   ("jct_s", "cost_usd", "mfu", "energy_kwh")}})
+                    if o.mode == "single":
+                        t.set_constraint("deadline_days", (r.jct_s - deadline_s) / 86400.0 if feasible else PENALTY)
+                        study.tell(t, float(r.cost_usd) if feasible else PENALTY)
+                    else:
+                        t.set_constraint("feasible", 0.0 if feasible else PENALTY)
+                        study.tell(t, [float(r.cost_usd), r.jct_s / 86400.0] if feasible else [PENALTY, PENALTY])
+                progress.update(task, completed=counted(study, worker))
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    if stop:
+        raise KeyboardInterrupt
     return study, trials_frame(study)
 
 
-# Trials in the study's total: finished, or asked and not yet told (by a live worker), or
-# waiting to be asked. A trial failed by requeue_stale is not counted; its copy is.
-COUNTED = (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING)
 WORKER_ATTR = "worker"
 
 
-def counted(study: optuna.Study) -> int:
-    return len(study.get_trials(deepcopy=False, states=COUNTED))
+def counted(study: optuna.Study, worker: int) -> int:
+    """Trials in the study's total: finished, waiting to be asked, or running in another worker
+    (marked with its number). This worker's own running trials, once it restarts, are stale
+    (``requeue_stale``), and a trial failed there is not counted; its copy is."""
+    n = 0
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING)):
+        owner = t.user_attrs.get(WORKER_ATTR)
+        n += t.state != TrialState.RUNNING or (owner is not None and owner != worker)
+    return n
 
 
 def requeue_stale(study: optuna.Study, worker: int) -> int:
@@ -250,8 +268,8 @@ def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
     try:
         study, df = run_optimize(cfg, console)
     except KeyboardInterrupt:
-        console.print("[yellow]interrupted[/yellow]: finished trials are in the storage; the same command "
-                      "resumes the study and asks again what was in flight")
+        console.print("[yellow]interrupted[/yellow]: the batch in flight was finished; every trial is in "
+                      f"{cfg.optimize.storage}, and the same command resumes the study")
         raise SystemExit(130) from None
     df.to_parquet(run_dir / "trials.parquet", index=False)
     deadline_s = float(cfg.job.deadline_days) * 86400.0
