@@ -145,13 +145,7 @@ class Space:
         return chunk_size // self.inner_size + 2
 
     def _valid(self, n: int) -> np.ndarray:
-        s = self.splits
-        per_replica = s["tp"] * s["pp"] * s["cp"]
-        dp = np.maximum(n // per_replica, 1)  # rows with n < tp pp cp fail the first test
-        ok = (n % per_replica == 0) & ((dp * s["cp"]) % s["ep"] == 0)
-        if self.global_batch is not None:
-            ok &= self.global_batch % (dp * s["micro_batch"]) == 0
-        return ok
+        return np.logical_and.reduce(list(_count_rules(n, self.splits, self.global_batch).values()))
 
     def split_rows(self, count_index: int) -> np.ndarray:
         """Indices into ``splits`` that are valid with ``n_gpus[count_index]`` GPUs."""
@@ -197,11 +191,7 @@ def build_space(space: DictConfig, model: DictConfig, global_batch: int, gpus_pe
                           "narrow one of these axes")
     grids = np.meshgrid(*axes.values(), indexing="ij")
     splits = {k: g.ravel() for k, g in zip(axes, grids)}
-    s = splits
-    # Model divisibility (Megatron: heads over tp, layers over pp x vpp, sequence over cp).
-    ok = ((dims["n_heads"] % s["tp"] == 0) & (dims["n_layers"] % (s["pp"] * s["vpp"]) == 0)
-          & ((s["vpp"] == 1) | (s["pp"] > 1)) & (dims["seq_len"] % s["cp"] == 0)
-          & (dims["n_experts"] % s["ep"] == 0))
+    ok = np.logical_and.reduce(list(_model_rules(dims, splits).values()))
     raw, splits = splits, {k: v[ok] for k, v in splits.items()}
 
     gpus = _choices("gpu", space.gpu, tuple(space.gpu))
@@ -232,35 +222,43 @@ def build_space(space: DictConfig, model: DictConfig, global_batch: int, gpus_pe
     return Space(space.name, n_gpus, splits, proto.global_batch, inner, counts, offsets, overrides)
 
 
+def _model_rules(dims: dict, s: dict) -> dict[str, np.ndarray]:
+    """Model divisibility, rule -> which splits pass (Megatron: heads over tp, layers over
+    pp x vpp, sequence over cp, experts over ep; as config.check_layout)."""
+    return {
+        f"space.tp must divide model.n_heads={dims['n_heads']}": dims["n_heads"] % s["tp"] == 0,
+        f"space.pp x space.vpp must divide model.n_layers={dims['n_layers']}": dims["n_layers"] % (s["pp"] * s["vpp"]) == 0,
+        "space.vpp > 1 needs space.pp > 1": (s["vpp"] == 1) | (s["pp"] > 1),
+        f"space.cp must divide model.seq_len={dims['seq_len']}": dims["seq_len"] % s["cp"] == 0,
+        f"space.ep must divide model.n_experts={dims['n_experts']}": dims["n_experts"] % s["ep"] == 0,
+    }
+
+
+def _count_rules(n, s: dict, global_batch: int | None) -> dict[str, np.ndarray]:
+    """A GPU count's rules, rule -> which splits pass with ``n`` GPUs (n broadcasts)."""
+    per_replica = s["tp"] * s["pp"] * s["cp"]
+    dp = np.maximum(n // per_replica, 1)  # counts below tp pp cp fail the first rule
+    rules = {"space.n_gpus must be a multiple of tp x pp x cp": n % per_replica == 0,
+             "space.ep must divide dp x cp": (dp * s["cp"]) % s["ep"] == 0}
+    if global_batch is not None:
+        rules[f"training.global_batch={global_batch} must be a multiple of dp x micro_batch"] = \
+            global_batch % (dp * s["micro_batch"]) == 0
+    return rules
+
+
 def _why_empty(model: DictConfig, dims: dict, raw: dict, splits: dict, n_gpus: np.ndarray,
                global_batch: int | None) -> str:
-    """Why a space holds no valid layout: the constraint that removes the most candidates,
-    among the model's (on every split combination) or, when some split fits the model, the
-    GPU count's (on every GPU count x model-valid split)."""
-    s, n = raw, None
-    rules = {  # Megatron's divisibility rules (config.check_layout), as failure masks
-        f"space.tp must divide model.n_heads={dims['n_heads']}": dims["n_heads"] % s["tp"] != 0,
-        f"space.pp x space.vpp must divide model.n_layers={dims['n_layers']}": dims["n_layers"] % (s["pp"] * s["vpp"]) != 0,
-        "space.vpp > 1 needs space.pp > 1": (s["vpp"] > 1) & (s["pp"] == 1),
-        f"space.cp must divide model.seq_len={dims['seq_len']}": dims["seq_len"] % s["cp"] != 0,
-        f"space.ep must divide model.n_experts={dims['n_experts']}": dims["n_experts"] % s["ep"] != 0,
-    }
-    what = f"{s['tp'].size:,} split combinations"
+    """Why a space holds no valid layout: the rule that removes the most candidates, among the
+    model's (over every split combination) or, when some split fits the model, the GPU
+    count's (over every GPU count x model-valid split)."""
     if splits["tp"].size:
-        s, n = {k: v[None, :] for k, v in splits.items()}, n_gpus[:, None]
-        per_replica = s["tp"] * s["pp"] * s["cp"]
-        dp = np.maximum(n // per_replica, 1)
-        rules = {
-            "space.n_gpus must be a multiple of tp x pp x cp": n % per_replica != 0,
-            "space.ep must divide dp x cp": (dp * s["cp"]) % s["ep"] != 0,
-        }
-        if global_batch is not None:
-            rules[f"training.global_batch={global_batch} must be a multiple of dp x micro_batch"] = \
-                np.broadcast_to(global_batch % (dp * s["micro_batch"]) != 0, dp.shape)
-        what = f"{n.size * s['tp'].size:,} GPU-count x split candidates (space.n_gpus={n_gpus.tolist()})"
-    worst, mask = max(rules.items(), key=lambda kv: int(kv[1].sum()))
+        rules = _count_rules(n_gpus[:, None], {k: v[None, :] for k, v in splits.items()}, global_batch)
+        what = f"{n_gpus.size * splits['tp'].size:,} GPU-count x split candidates (space.n_gpus={n_gpus.tolist()})"
+    else:
+        rules, what = _model_rules(dims, raw), f"{raw['tp'].size:,} split combinations"
+    worst, removed = max(((rule, int((~passes).sum())) for rule, passes in rules.items()), key=lambda x: x[1])
     return (f"the space holds no valid layout for model={model.name}: of {what}, none passes every rule; "
-            f"the rule removing the most, {int(mask.sum()):,} of them: {worst}")
+            f"the rule removing the most, {removed:,} of them: {worst}")
 
 
 def gpu_overrides(space: DictConfig, gpus: list[str]) -> dict:
