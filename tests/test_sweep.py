@@ -168,9 +168,9 @@ def test_resume_after_interruption_equals_uninterrupted(compose, tmp_path, keep)
 def test_processes_share_chunks(compose, tmp_path):
     cfg = _sweep_cfg(compose, "sweep.keep=feasible", "sweep.chunk_size=256")
     whole = run_sweep(cfg, tmp_path / "whole")
-    first = run_sweep(cfg, tmp_path / "shared", process=(0, 2))
+    first = run_sweep(cfg, tmp_path / "together", process=(0, 2))
     assert first.empty  # the other process's chunks are still missing
-    second = run_sweep(cfg, tmp_path / "shared", process=(1, 2))
+    second = run_sweep(cfg, tmp_path / "together", process=(1, 2))
     pd.testing.assert_frame_equal(whole, second)
 
 
