@@ -8,8 +8,8 @@ import optuna
 import pandas as pd
 import pytest
 
-from jctopt.tasks import optimize
 from jctopt._search import search
+from jctopt.tasks import optimize
 
 TINY = ["task=optimize", "model=gpt3_175b", "space.gpu=[h100_sxm,b200]", "space.fabric=[ib_ndr400]",
         "space.n_gpus=[256,512,1024]", "space.tp=[3,4,8]", "space.pp=[4,8,16]", "space.vpp=[1,2]",

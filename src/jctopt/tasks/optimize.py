@@ -28,8 +28,8 @@ import jax.numpy as jnp
 import numpy as np
 import optuna
 import pandas as pd
-from optuna.trial import TrialState
 from omegaconf import DictConfig, OmegaConf
+from optuna.trial import TrialState
 from rich.console import Console
 from rich.progress import Progress
 
