@@ -15,11 +15,12 @@ import glob
 import logging
 import os
 import re
-import tempfile
 import warnings
 from pathlib import Path
 
 import jax
+
+from ._resources import why_unwritable
 
 log = logging.getLogger(__name__)
 
@@ -40,17 +41,6 @@ def cache_dir(setting: str | None) -> Path | None:
     return Path(setting).expanduser()
 
 
-def _usable(path: Path) -> str | None:
-    """Why ``path`` cannot hold the cache, or None when it can (created, and a file written)."""
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path, prefix=".probe-"):
-            pass
-    except OSError as err:
-        return f"{type(err).__name__}: {err}"
-    return None
-
-
 def enable_compile_cache(setting: str | None = "auto") -> Path | None:
     """Point JAX's persistent compilation cache at ``cache_dir(setting)``; the directory used,
     or None when the cache is off or unusable. Call before the first compilation."""
@@ -58,7 +48,7 @@ def enable_compile_cache(setting: str | None = "auto") -> Path | None:
     if path is None:
         jax.config.update("jax_enable_compilation_cache", False)
         return None
-    problem = _usable(path)
+    problem = why_unwritable(path)
     if problem:
         log.warning("compile_cache=%s is not usable (%s): compiling without a cache", path, problem)
         jax.config.update("jax_enable_compilation_cache", False)

@@ -1,9 +1,11 @@
 """Files that ship inside the package, found relative to it: the Hydra config tree and the
 published measurements the model is validated and calibrated on. Both work the same from a
-clone (editable install), an installed wheel, or any working directory."""
+clone (editable install), an installed wheel, or any working directory. And the one check of
+a directory jctopt writes into (outputs, the compilation cache)."""
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -18,3 +20,14 @@ def validation_file(name: str) -> Path:
         shipped = sorted(p.name for p in VALIDATION_DIR.iterdir() if p.suffix == ".csv")
         raise FileNotFoundError(f"{name!r} is not shipped with jctopt: one of {', '.join(shipped)}")
     return path
+
+
+def why_unwritable(path: Path) -> str | None:
+    """Why files cannot be written into directory ``path`` (created if missing), or None."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".probe-"):
+            pass
+    except OSError as err:
+        return f"{type(err).__name__}: {err.strerror or err}"
+    return None

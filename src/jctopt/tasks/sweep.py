@@ -18,7 +18,6 @@ import hashlib
 import json
 import os
 import signal
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -36,6 +35,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from .._config import ConfigError
 from .._engine import build, chunks_for_process, reduce_rows
 from .._jct import Reason
+from .._resources import why_unwritable
 
 REDUCTIONS = ("top_k", "pareto", "best_per_group")
 # Settings that change how a sweep runs but not what it computes (excluded from the fingerprint).
@@ -159,14 +159,9 @@ def run_sweep(cfg: DictConfig, out: Path, *, process: tuple[int, int] = (0, 1), 
     if d.manifest.exists() and json.loads(d.manifest.read_text()).get("fingerprint") != fp:
         raise ConfigError(f"sweep.out={str(d.root)!r} is not allowed: it holds a sweep of another "
                           "configuration; choose another directory (or the same configuration to resume it)")
-    try:
-        d.parts.mkdir(parents=True, exist_ok=True)
-        d.result.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=d.parts, prefix=".probe-"):
-            pass
-    except OSError as err:
-        raise ConfigError(f"sweep.out={str(d.root)!r} is not allowed: cannot write there "
-                          f"({type(err).__name__}: {err.strerror or err})") from None
+    problem = why_unwritable(d.parts) or why_unwritable(d.result)
+    if problem:
+        raise ConfigError(f"sweep.out={str(d.root)!r} is not allowed: cannot write there ({problem})")
     n_chunks = space.n_chunks(engine.chunk_size)
     meta = {"jctopt.config": OmegaConf.to_yaml(cfg, resolve=True), "jctopt.space": space.describe(),
             "jctopt.dtype": sw.dtype, "jctopt.keep": sw.keep}
