@@ -22,7 +22,7 @@ def _variants(base):
             layout=base.layout._replace(n_gpus=jnp.asarray(float(n)), tp=jnp.asarray(float(tp)),
                                         pp=jnp.asarray(float(pp)), vpp=jnp.asarray(float(vpp))),
             train=base.train._replace(micro_batch=jnp.asarray(float(mb)), recompute=jnp.asarray(rc),
-                                      zero_stage=jnp.asarray(float(z)), fp8=jnp.asarray(fp8))))
+                                      zero_stage=jnp.asarray(float(z)), low_precision=jnp.asarray(fp8))))
     return out
 
 

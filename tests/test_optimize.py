@@ -29,7 +29,7 @@ def test_single_objective_finds_the_grid_optimum(compose, tmp_path):
     assert best.cost_usd == pytest.approx(exact.cost_usd, rel=1e-6)
     assert best.jct_s <= 20 * 86400
     # every infeasible trial carries the model's reason
-    assert set(df.reason) <= {"OK", "LAYOUT", "MEMORY", "FP8_UNSUPPORTED", "FAILURES"} and "LAYOUT" in set(df.reason)
+    assert set(df.reason) <= {"OK", "LAYOUT", "MEMORY", "PRECISION_UNSUPPORTED", "FAILURES"} and "LAYOUT" in set(df.reason)
 
 
 def test_fixed_seed_is_reproducible(compose, tmp_path):

@@ -13,24 +13,71 @@ from ._types import GPUSpec, ModelSpec, Training
 
 
 def head_dim(m: ModelSpec):
-    return m.hidden / m.n_heads
+    return m.head_dim
 
 
 def attention_params(m: ModelSpec):
-    """Q, K, V and output projection weights of one layer (GQA: K, V have kv_heads heads)."""
-    kv_dim = m.n_kv_heads * head_dim(m)
-    return m.hidden * (2.0 * m.hidden + 2.0 * kv_dim)
+    """Q, K, V and output projection weights of one layer.
+
+    GQA: K, V have kv_heads heads; the query width n_heads x head_dim may differ from hidden
+    (Qwen3). MLA (DeepSeek-V2, arXiv:2405.04434, Sec. 2.1.2-2.1.3, Eqs. 9-17): queries through
+    a q_lora_rank bottleneck, keys and values up-projected from one kv_lora_rank latent, plus a
+    decoupled RoPE key of qk_rope_head_dim shared by the heads; head_dim = nope + rope.
+    DeepSeek-V3: 187.1 M per layer.
+    """
+    h, heads, d_qk, d_v = m.hidden, m.n_heads, m.head_dim, m.v_head_dim
+    out = heads * d_v * h
+    gqa = h * (heads * d_qk + m.n_kv_heads * (d_qk + d_v)) + out
+    q = jnp.where(m.q_lora_rank > 0, h * m.q_lora_rank + m.q_lora_rank * heads * d_qk, h * heads * d_qk)
+    kv = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank * heads * (d_qk - m.qk_rope_head_dim + d_v)
+    return jnp.where(m.kv_lora_rank > 0, q + kv + out, gqa)
+
+
+def attention_core_width(m: ModelSpec):
+    """Per-query width of the two attention products, QK^T (head_dim) and scores x V (v_head_dim),
+    summed over the heads: 2 a d in standard attention."""
+    return m.n_heads * (m.head_dim + m.v_head_dim)
+
+
+def mlp_params(m: ModelSpec, width):
+    # Two matrices h x width, plus the gate of SwiGLU (Shazeer 2020; Llama: three matrices).
+    return (2.0 + m.glu) * m.hidden * width
 
 
 def mlp_params_per_expert(m: ModelSpec):
-    # Two matrices h x ffn, plus the gate of SwiGLU (Shazeer 2020; Llama: three matrices).
-    return (2.0 + m.glu) * m.hidden * m.ffn_hidden
+    return mlp_params(m, m.moe_ffn_hidden)
+
+
+def moe_layer_fraction(m: ModelSpec):
+    """Share of the layers whose MLP is routed experts: all but the leading dense layers of an
+    MoE model (DeepSeek-V3: 58 of 61), none of a dense model."""
+    return jnp.where(m.n_experts > 1, 1.0 - m.n_dense_layers / m.n_layers, 0.0)
+
+
+def routed_params_per_layer(m: ModelSpec):
+    """Routed experts' weights of one layer, averaged over the layers (what EP shards)."""
+    return moe_layer_fraction(m) * m.n_experts * mlp_params_per_expert(m)
+
+
+def mlp_width_per_token(m: ModelSpec):
+    """MLP width one token passes through, averaged over the layers: ffn_hidden in a dense
+    layer, (top_k + shared experts) x moe_ffn_hidden in an MoE layer."""
+    f = moe_layer_fraction(m)
+    return (1.0 - f) * m.ffn_hidden + f * (m.top_k + m.n_shared_experts) * m.moe_ffn_hidden
+
+
+def moe_layer_params(m: ModelSpec):
+    """All weights of a routed layer: attention, every routed and shared expert, the router,
+    two norms."""
+    moe = (m.n_experts + m.n_shared_experts) * mlp_params_per_expert(m) + m.hidden * m.n_experts
+    return attention_params(m) + moe + 2.0 * m.hidden
 
 
 def layer_params(m: ModelSpec):
-    """All weights of one layer: attention, every expert's MLP, router, two norms."""
-    router = jnp.where(m.n_experts > 1, m.hidden * m.n_experts, 0.0)
-    return attention_params(m) + m.n_experts * mlp_params_per_expert(m) + router + 2.0 * m.hidden
+    """All weights of one layer, averaged over the layers (dense and routed)."""
+    f = moe_layer_fraction(m)
+    dense = attention_params(m) + mlp_params(m, m.ffn_hidden) + 2.0 * m.hidden
+    return (1.0 - f) * dense + f * moe_layer_params(m)
 
 
 def embedding_params(m: ModelSpec, seq_len):
@@ -40,26 +87,33 @@ def embedding_params(m: ModelSpec, seq_len):
 
 def total_params(m: ModelSpec, seq_len):
     """Narayanan 2021 Sec. 5.1: P = 12 L h^2 (1 + 13/(12h) + (V+s)/(12 L h)) for GPT-3-style
-    models; this general count reduces to it up to the bias terms."""
-    return m.n_layers * layer_params(m) + embedding_params(m, seq_len) + m.hidden
+    models; this general count reduces to it up to the bias terms. A multi-token-prediction
+    module adds a layer, a 2h x h projection and two norms; it shares the embedding and the
+    output head (DeepSeek-V3 report, Sec. 2.2)."""
+    block = jnp.where(m.n_experts > 1, moe_layer_params(m), layer_params(m))  # V3's MTP block is routed
+    mtp = m.mtp_layers * (block + 2.0 * m.hidden * m.hidden + 2.0 * m.hidden)
+    return m.n_layers * layer_params(m) + embedding_params(m, seq_len) + m.hidden + mtp
 
 
 def active_params(m: ModelSpec, seq_len):
-    """Parameters touched per token (MoE: top_k of n_experts)."""
+    """Parameters touched per token (MoE: top_k of the routed experts, and the shared ones)."""
+    routed_layers = m.n_layers * moe_layer_fraction(m) + jnp.where(m.n_experts > 1, m.mtp_layers, 0.0)
     inactive = (m.n_experts - m.top_k) * mlp_params_per_expert(m)
-    return total_params(m, seq_len) - m.n_layers * inactive
+    return total_params(m, seq_len) - routed_layers * inactive
 
 
 def layer_forward_flops(m: ModelSpec, seq_len):
-    """Forward FLOPs of one layer per sequence, split into (dense GEMMs, attention core).
+    """Forward FLOPs of one layer per sequence (averaged over the layers), split into (dense
+    GEMMs, attention core).
 
-    Dense GEMMs: 2 s x (QKV + proj + top_k MLPs) weights. Attention core: QK^T and
-    scores x V, 2 * 2 s^2 h (Narayanan 2021 Eq. 3 derivation; Korthikanti 2022 Sec. 6).
+    Dense GEMMs: 2 s x (QKV + proj + the MLP weights a token passes through) + the router.
+    Attention core: QK^T and scores x V, 2 s^2 a (d_qk + d_v) (= 4 s^2 h when a d = h;
+    Narayanan 2021 Eq. 3 derivation; Korthikanti 2022 Sec. 6).
     """
     s = seq_len
-    gemm = 2.0 * s * (attention_params(m) + m.top_k * mlp_params_per_expert(m))
-    router = jnp.where(m.n_experts > 1, 2.0 * s * m.hidden * m.n_experts, 0.0)
-    core = 4.0 * s * s * m.hidden
+    gemm = 2.0 * s * (attention_params(m) + mlp_params(m, mlp_width_per_token(m)))
+    router = 2.0 * s * m.hidden * m.n_experts * moe_layer_fraction(m)
+    core = 2.0 * s * s * attention_core_width(m)
     return gemm + router, core
 
 
@@ -73,7 +127,9 @@ def model_flops_per_step(m: ModelSpec, t: Training):
     GPT-3-style models: 72 B s L h^2 (1 + s/(6h) + V/(12 L h)), Korthikanti 2022 Eq. 7.
     """
     gemm, core = layer_forward_flops(m, t.seq_len)
-    per_seq = 3.0 * (m.n_layers * (gemm + core) + logits_forward_flops(m, t.seq_len))
+    # Each multi-token-prediction module runs one more layer and the output head.
+    layers, heads = m.n_layers + m.mtp_layers, 1.0 + m.mtp_layers
+    per_seq = 3.0 * (layers * (gemm + core) + heads * logits_forward_flops(m, t.seq_len))
     return t.global_batch * per_seq
 
 
@@ -92,11 +148,17 @@ def hardware_flops_per_step(m: ModelSpec, t: Training):
 # --- achieved time ------------------------------------------------------------------------
 
 
+def dense_peak_tflops(g: GPUSpec, t: Training):
+    """The dense tensor-core peak at the run's GEMM precision (what MFU is measured against)."""
+    return jnp.where(t.low_precision >= 2, g.peak_fp4_tflops,
+                     jnp.where(t.low_precision >= 1, g.peak_fp8_tflops, g.peak_bf16_tflops))
+
+
 def matmul_peak_flops(g: GPUSpec, t: Training):
-    """Achievable GEMM FLOP/s for large shapes: peak x best measured fraction (MAMF)."""
-    fp8_rate = g.peak_fp8_tflops * g.fp8_matmul_eff
-    bf16_rate = g.peak_bf16_tflops * g.matmul_eff
-    return 1e12 * jnp.where(t.fp8 > 0, fp8_rate, bf16_rate)
+    """Achievable GEMM FLOP/s for large shapes: peak x best measured fraction (MAMF). NVFP4
+    GEMMs are taken to reach fp8's fraction of their own peak (no fp4 MAMF is published)."""
+    eff = jnp.where(t.low_precision >= 1, g.fp8_matmul_eff, g.matmul_eff)
+    return 1e12 * dense_peak_tflops(g, t) * eff
 
 
 def gemm_time(m_dim, k_dim, n_dim, flops_per_s, g: GPUSpec, bytes_per_el=2.0):
@@ -118,31 +180,46 @@ def hbm_rate(g: GPUSpec):
     return 1e12 * g.hbm_tbps * g.mem_eff
 
 
-def layer_gemm_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp):
+def layer_gemm_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0):
     """Forward time (s) of one layer's GEMMs for one micro-batch on one GPU, split into
     (column-parallel: QKV and MLP up, row-parallel: attention output and MLP down).
 
     Tokens per GPU are b s / cp (context parallel splits the sequence); weights are split
-    over tp (Megatron column/row parallel). MoE expert GEMMs see top_k x tokens spread over
-    n_experts (balanced routing).
+    over tp (Megatron column/row parallel). Routed experts: expert parallelism places
+    n_experts / ep of them on each GPU and dispatches to each the tokens of all ep ranks that
+    chose it, top_k x tokens x ep / n_experts under balanced routing (GShard, Lepikhin et al.
+    2020): the FLOPs do not depend on ep, the GEMM shapes do (small experts at small ep are
+    thin, memory-bound GEMMs). Shared experts see every token. Dense and MoE layers are
+    averaged by their share of the layers.
     """
     rate = matmul_peak_flops(g, t)
     tokens = t.micro_batch * t.seq_len / cp
-    h, d = m.hidden, head_dim(m)
-    kv_dim = m.n_kv_heads * d
-    qkv = gemm_time(tokens, h, (h + 2.0 * kv_dim) / tp, rate, g)
-    proj = gemm_time(tokens, h / tp, h, rate, g)
-    # Each expert sees top_k * tokens / n_experts tokens of this GPU's share.
-    expert_tokens = tokens * m.top_k / m.n_experts
-    up = gemm_time(expert_tokens, h, (1.0 + m.glu) * m.ffn_hidden / tp, rate, g)
-    down = gemm_time(expert_tokens, m.ffn_hidden / tp, h, rate, g)
-    return qkv + m.n_experts * up, proj + m.n_experts * down
+    h, context = m.hidden, m.n_heads * m.v_head_dim
+    # Q, K, V (MLA: down- and up-projections) as one column-parallel GEMM of the same FLOPs.
+    qkv_width = (attention_params(m) - context * h) / h
+    qkv = gemm_time(tokens, h, qkv_width / tp, rate, g)
+    proj = gemm_time(tokens, context / tp, h, rate, g)
+
+    def mlp(n_tokens, width):  # (up incl. the gate, down)
+        return (gemm_time(n_tokens, h, (1.0 + m.glu) * width / tp, rate, g),
+                gemm_time(n_tokens, width / tp, h, rate, g))
+
+    dense_up, dense_down = mlp(tokens, m.ffn_hidden)
+    local_experts = m.n_experts / ep
+    expert_up, expert_down = mlp(tokens * m.top_k / local_experts, m.moe_ffn_hidden)
+    has_shared = jnp.where(m.n_shared_experts > 0, 1.0, 0.0)
+    # One expert's width stands in where there is none, so that no 0/0 reaches a gradient.
+    shared_up, shared_down = mlp(tokens, jnp.where(has_shared > 0, m.n_shared_experts, 1.0) * m.moe_ffn_hidden)
+    f = moe_layer_fraction(m)
+    up = (1.0 - f) * dense_up + f * (local_experts * expert_up + has_shared * shared_up)
+    down = (1.0 - f) * dense_down + f * (local_experts * expert_down + has_shared * shared_down)
+    return qkv + up, proj + down
 
 
-def layer_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp):
+def layer_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0):
     """Forward time (s) of one layer for one micro-batch on one GPU, split into
     (GEMMs, attention core, memory-bound elementwise ops)."""
-    column, row = layer_gemm_times(m, g, t, tp, cp)
+    column, row = layer_gemm_times(m, g, t, tp, cp, ep)
     tokens = t.micro_batch * t.seq_len / cp
     h, d = m.hidden, head_dim(m)
     # Attention core, forward: per head (s/cp x d) @ (d x s) and (s/cp x s) @ (s x d), bf16
@@ -151,7 +228,7 @@ def layer_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp):
     # FlashAttention's benchmarks count them (Dao 2023, Sec. 4.1); unfused, the full square
     # runs as two thin GEMMs (head dimension d) and scores, softmax and dropout are written
     # and re-read, ~12 bytes per score.
-    core_flops = 4.0 * t.micro_batch * t.seq_len * t.seq_len * h / (tp * cp)
+    core_flops = 2.0 * t.micro_batch * t.seq_len * t.seq_len * attention_core_width(m) / (tp * cp)
     flash = 0.5 * core_flops / (1e12 * g.peak_bf16_tflops * g.attn_eff)
     scores = t.micro_batch * m.n_heads / tp * t.seq_len * t.seq_len / cp
     bf16 = 1e12 * g.peak_bf16_tflops * g.matmul_eff
@@ -163,7 +240,11 @@ def layer_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp):
     # dropouts split by tp under SP. Korthikanti et al. 2022 Table 4 (22B layer): SP saves
     # 0.5 ms of 7.7 forward, i.e. ~10h bytes of replicated traffic at tp = 8.
     sp_div = jnp.where(t.seq_parallel > 0, tp, 1.0)
-    elementwise_bytes = 2.0 * tokens * (11.0 * h / sp_div + 2.0 * (1.0 + m.glu) * m.top_k * m.ffn_hidden / tp)
+    elementwise_bytes = 2.0 * tokens * (11.0 * h / sp_div + 2.0 * (1.0 + m.glu) * mlp_width_per_token(m) / tp)
+    # MoE layers permute each token's hidden state into expert order once per chosen expert
+    # and un-permute the outputs back (read + write 2h bytes each way): 8 h top_k bytes per
+    # token (Megatron-Core moe_utils permute/unpermute), on the rank's SP share of the tokens.
+    elementwise_bytes += moe_layer_fraction(m) * tokens * 8.0 * h * m.top_k / sp_div
     elementwise = elementwise_bytes / hbm_rate(g)
     return column + row, core, elementwise
 
@@ -181,13 +262,14 @@ def core_backward_factor(t: Training):
     return jnp.where(t.flash_attention > 0, 2.5, 2.0)
 
 
-def microbatch_compute_time(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, layers_per_stage, last_stage):
+def microbatch_compute_time(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, layers_per_stage, last_stage, ep=1.0):
     """Forward + backward (+ recompute) compute time (s) of one micro-batch on one stage.
 
     Backward costs 2x forward (Narayanan 2021 Sec. 5.1), the flash attention core 2.5x.
-    ``last_stage`` (0/1) adds the output logits GEMM and the cross-entropy over them.
+    ``last_stage`` adds that many output heads: the logits GEMM and the cross-entropy over
+    them (1 + multi-token-prediction modules on the last stage, 0 elsewhere).
     """
-    gemm, core, elem = layer_times(m, g, t, tp, cp)
+    gemm, core, elem = layer_times(m, g, t, tp, cp, ep)
     recompute = jnp.where(t.recompute >= 2, gemm + core + elem, jnp.where(t.recompute >= 1, core, 0.0))
     per_layer = 3.0 * (gemm + elem) + (1.0 + core_backward_factor(t)) * core + recompute
     tokens = t.micro_batch * t.seq_len / cp

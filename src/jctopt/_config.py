@@ -16,6 +16,7 @@ import jax.numpy as jnp
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from . import _pipeline as pipeline
 from ._resources import CONF_DIR
 from ._types import ClusterSpec, Config, FabricSpec, GPUSpec, Job, Layout, ModelSpec, Training
 
@@ -35,10 +36,21 @@ class ModelConf:
     vocab: int = MISSING
     seq_len: int = MISSING
     glu: bool = False
-    n_experts: int = 1
+    n_experts: int = 1  # routed experts (1: a dense model)
     top_k: int = 1
     tied_embeddings: bool = False
     learned_positions: bool = False
+    head_dim: Optional[int] = None  # None = hidden / n_heads (Qwen3: 128 with hidden 2048, 32 heads)
+    moe_ffn_hidden: Optional[int] = None  # one expert's FFN width; None = ffn_hidden (Mixtral)
+    n_shared_experts: int = 0  # experts every token passes through, moe_ffn_hidden wide each
+    n_dense_layers: int = 0  # leading layers with a dense ffn_hidden MLP in an MoE model (DeepSeek-V3: 3)
+    # Multi-head latent attention (DeepSeek-V2 Sec. 2.1): kv_lora_rank > 0 turns it on; head_dim is
+    # then the query/key head (nope + rope: 192 in DeepSeek-V3), v_head_dim the value head.
+    v_head_dim: Optional[int] = None  # None = head_dim
+    q_lora_rank: int = 0  # 0: queries projected directly from hidden
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0  # the decoupled RoPE key, shared by the heads
+    mtp_layers: int = 0  # multi-token-prediction modules on the last stage (DeepSeek-V3: 1)
 
 
 @dataclass
@@ -47,6 +59,7 @@ class GPUConf:
     die: Optional[str] = None  # compute die; GPU types on one die share fitted compute efficiencies. None: its own
     peak_bf16_tflops: float = MISSING
     peak_fp8_tflops: float = 0.0
+    peak_fp4_tflops: float = 0.0  # NVFP4 dense peak; 0 where the GPU has no fp4 tensor cores
     hbm_gb: float = MISSING
     hbm_tbps: float = MISSING
     nvlink_gbps: float = MISSING
@@ -122,13 +135,14 @@ class TrainingConf:
     zero3_collectives_per_layer: float = 1.0  # FSDP: 1 (one flat parameter per layer); DeepSpeed ZeRO-3: one per weight matrix
     seq_parallel: bool = True
     flash_attention: bool = True
-    precision: str = "bf16"  # bf16 | fp8
+    precision: str = "bf16"  # bf16 | fp16 | fp8 | mxfp8 | nvfp4 (PRECISION)
     grad_bytes: float = 2.0
     grad_compression: float = 1.0
     overlap_eta: float = 0.9
     zero3_overlap_eta: float = 0.9
     dp_overlap: bool = True  # gradient sync and ZeRO-3 gathers overlapped with compute
     mp_comm_overlap: bool = False
+    ep_comm_overlap: bool = False  # MoE all-to-alls hidden behind another micro-batch's compute
     tp_async_backward: bool = True  # Megatron --async-tensor-model-parallel-allreduce (its default)
     bucket_mparams: float = 25.0
     metric_loss_passes: int = 0  # Composer/llm-foundry: 2 (LanguageCrossEntropy, LanguagePerplexity every micro-batch)
@@ -230,6 +244,8 @@ class ValidateConf:
 
 @dataclass
 class CalibrateConf:
+    # The runs to fit: paths or shipped file names; None: every shipped dense file (CALIBRATION_RUNS).
+    runs: Optional[list[str]] = None
     # Write the fitted values into the catalogs (conf/gpu/*.yaml, conf/training/*.yaml) and
     # the record conf/calibration.yaml: they become the shipped defaults.
     apply: bool = False
@@ -264,7 +280,10 @@ def register_configs() -> None:
 
 
 RECOMPUTE = {"none": 0.0, "selective": 1.0, "full": 2.0}
-PRECISION = {"bf16": 0.0, "fp16": 0.0, "fp8": 1.0}
+# GEMM precision -> Training.low_precision: 0 bf16/fp16, 1 fp8 (per-tensor scaling, or MXFP8
+# block scaling, which Blackwell tensor cores run at the fp8 rate), 2 NVFP4.
+PRECISION = {"bf16": 0.0, "fp16": 0.0, "fp8": 1.0, "mxfp8": 1.0, "nvfp4": 2.0}
+PEAK_OF_PRECISION = {1.0: "peak_fp8_tflops", 2.0: "peak_fp4_tflops"}
 
 
 # --- value checks -------------------------------------------------------------------------
@@ -295,7 +314,7 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 _fail(f"{group}.{key}", value, "a finite number > 0")
     non_negative = {
-        "gpu": ["peak_fp8_tflops", "price_per_gpu_hour", "fp8_matmul_eff", "nvls_eff"],
+        "gpu": ["peak_fp8_tflops", "peak_fp4_tflops", "price_per_gpu_hour", "fp8_matmul_eff", "nvls_eff"],
         "cluster": ["t_drain_s", "t_provision_s", "t_reinit_s", "jitter_cv", "serial_s_per_step",
                     "init_s", "energy_price_kwh"],
         "training": ["reserved_gb", "metric_loss_passes"],
@@ -327,12 +346,25 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
         _fail("model.n_heads", m.n_heads, f"a divisor of model.hidden={m.hidden}")
     if m.top_k > m.n_experts:
         _fail("model.top_k", m.top_k, f"<= model.n_experts={m.n_experts}")
+    for key in ("head_dim", "moe_ffn_hidden", "v_head_dim"):
+        if m[key] is not None and not m[key] > 0:
+            _fail(f"model.{key}", m[key], "a positive integer, or null")
+    for key in ("n_shared_experts", "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "mtp_layers"):
+        if not m[key] >= 0:
+            _fail(f"model.{key}", m[key], "an integer >= 0")
+    if m.kv_lora_rank and not 0 <= m.qk_rope_head_dim < (m.head_dim or m.hidden // m.n_heads):
+        _fail("model.qk_rope_head_dim", m.qk_rope_head_dim, "below model.head_dim (the query/key head: nope + rope)")
+    if not 0 <= m.n_dense_layers < m.n_layers or (m.n_dense_layers and m.n_experts == 1):
+        _fail("model.n_dense_layers", m.n_dense_layers,
+              f"0, or below model.n_layers={m.n_layers} in an MoE model (model.n_experts > 1)")
     if tr.recompute not in RECOMPUTE:
         _fail("training.recompute", tr.recompute, " | ".join(RECOMPUTE))
     if tr.precision not in PRECISION:
         _fail("training.precision", tr.precision, " | ".join(PRECISION))
-    if tr.precision == "fp8" and gpu.peak_fp8_tflops <= 0:
-        _fail("training.precision", tr.precision, f"bf16 (gpu={gpu.name} has no fp8 tensor cores)")
+    peak = PEAK_OF_PRECISION.get(PRECISION[tr.precision])
+    if peak is not None and gpu[peak] <= 0:
+        supported = [p for p, level in PRECISION.items() if level == 0 or gpu[PEAK_OF_PRECISION[level]] > 0]
+        _fail("training.precision", tr.precision, f"{' | '.join(supported)} (gpu={gpu.name} has no {tr.precision} tensor cores)")
     if tr.zero_stage not in (0, 1, 2, 3):
         _fail("training.zero_stage", tr.zero_stage, "0, 1, 2 or 3")
     if gpu.nvlink_domain % cl.gpus_per_node:
@@ -346,8 +378,9 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
 def check_layout(heads, layers, seq_len, experts, n_gpus, tp, pp, cp, ep, vpp, global_batch, micro_batch):
     if heads % tp:
         _fail("layout.tp", tp, f"a divisor of model.n_heads={heads}")
-    if layers % (pp * vpp):
-        _fail("layout.pp", pp, f"pp x vpp (vpp={vpp}) must divide model.n_layers={layers}")
+    if not pipeline.fits(layers, pp, vpp):
+        _fail("layout.pp", pp, f"pp x vpp (vpp={vpp}) at most model.n_layers + 2 = {layers + 2} "
+              "(every virtual stage holds a layer, the embedding or the loss)")
     if vpp > 1 and pp == 1:
         _fail("layout.vpp", vpp, "1 when layout.pp=1 (interleaving needs a pipeline)")
     if seq_len % cp:
@@ -377,9 +410,12 @@ def to_config(cfg: DictConfig, layout: bool = True) -> Config:
     c = OmegaConf.to_container(cfg, resolve=True)
     model = dict(c["model"])
     model["n_kv_heads"] = model["n_kv_heads"] or model["n_heads"]
+    model["head_dim"] = model["head_dim"] or model["hidden"] / model["n_heads"]
+    model["moe_ffn_hidden"] = model["moe_ffn_hidden"] or model["ffn_hidden"]
+    model["v_head_dim"] = model["v_head_dim"] or model["head_dim"]
     tr = dict(c["training"])
     training = dict(tr, seq_len=model["seq_len"], recompute=RECOMPUTE[tr["recompute"]],
-                    fp8=PRECISION[tr["precision"]])
+                    low_precision=PRECISION[tr["precision"]])
     interval = c["job"]["ckpt_interval_s"]
     job = dict(c["job"], ckpt_auto=1.0 if interval is None else 0.0,
                ckpt_interval_s=1.0 if interval is None else interval)

@@ -43,7 +43,7 @@ class Tables(NamedTuple):
     fabric: FabricSpec  # leaves (n_fabrics,)
     n_gpus: jax.Array  # (n_counts,)
     splits: dict  # SPLIT_AXES -> (n_splits,)
-    fp8: jax.Array  # (n_precisions,)
+    low_precision: jax.Array  # (n_precisions,)
     recompute: jax.Array
     zero_stage: jax.Array
     ckpt_auto: jax.Array  # 1 = Daly optimum
@@ -73,12 +73,12 @@ def ckpt_arrays(intervals_s, dtype) -> tuple[jax.Array, jax.Array]:
 
 
 def with_choices(base: Config, gpu: GPUSpec, fabric: FabricSpec, layout: Layout, *, global_batch, micro_batch,
-                 recompute, zero_stage, fp8, ckpt_auto, ckpt_interval_s) -> Config:
+                 recompute, zero_stage, low_precision, ckpt_auto, ckpt_interval_s) -> Config:
     """``base`` with the choices of one design-space point (scalars) or of a batch ((n,) arrays)."""
     return base._replace(
         gpu=gpu, fabric=fabric, layout=layout,
         train=base.train._replace(global_batch=global_batch, micro_batch=micro_batch, recompute=recompute,
-                                  zero_stage=zero_stage, fp8=fp8),
+                                  zero_stage=zero_stage, low_precision=low_precision),
         job=base.job._replace(ckpt_auto=ckpt_auto, ckpt_interval_s=ckpt_interval_s),
     )
 
@@ -145,7 +145,7 @@ def _decode(dec: Decoding, local, rows: Rows, tables: Tables, base: Config):
         base, jax.tree.map(lambda a: a[gi], tables.gpu), jax.tree.map(lambda a: a[fi], tables.fabric),
         Layout(n_gpus=n, tp=s["tp"], pp=s["pp"], cp=s["cp"], ep=s["ep"], vpp=s["vpp"]),
         global_batch=global_batch, micro_batch=s["micro_batch"], recompute=tables.recompute[digits["recompute"]],
-        zero_stage=tables.zero_stage[digits["zero_stage"]], fp8=tables.fp8[digits["precision"]],
+        zero_stage=tables.zero_stage[digits["zero_stage"]], low_precision=tables.low_precision[digits["precision"]],
         ckpt_auto=tables.ckpt_auto[ci], ckpt_interval_s=tables.ckpt_s[ci])
     index = dict(digits, n_gpus=count_i, split=split_i)
     return cfg, index
@@ -251,7 +251,7 @@ class Engine:
             fabric=_stack("fabric", inner["fabric"], FabricSpec, f),
             n_gpus=jnp.asarray(space.n_gpus, f),
             splits={k: jnp.asarray(v, f) for k, v in space.splits.items()},
-            fp8=jnp.asarray([PRECISION[p] for p in inner["precision"]], f),
+            low_precision=jnp.asarray([PRECISION[p] for p in inner["precision"]], f),
             recompute=jnp.asarray([RECOMPUTE[r] for r in inner["recompute"]], f),
             zero_stage=jnp.asarray(inner["zero_stage"], f),
             ckpt_auto=ckpt_auto, ckpt_s=ckpt_s,

@@ -22,12 +22,12 @@ from ._types import Config
 # Inputs whose value selects a behaviour rather than measures a quantity: no elasticity.
 DISCRETE = {
     "model": {"glu", "n_experts", "top_k", "tied_embeddings", "learned_positions", "n_layers", "n_heads",
-              "n_kv_heads"},
+              "n_kv_heads", "n_shared_experts", "n_dense_layers", "q_lora_rank", "kv_lora_rank", "mtp_layers"},
     "gpu": {"nvls", "nvlink_domain"},
     "fabric": {"rdma", "sharp"},
     "cluster": {"gpus_per_node", "nics_per_node", "rail_optimized", "switch_radix"},
     "layout": {"n_gpus", "tp", "pp", "cp", "ep", "vpp"},
-    "train": {"recompute", "zero_stage", "seq_parallel", "flash_attention", "fp8", "micro_batch", "global_batch"},
+    "train": {"recompute", "zero_stage", "seq_parallel", "flash_attention", "low_precision", "micro_batch", "global_batch"},
     "job": {"ckpt_auto", "ckpt_async"},
 }
 HYDRA_GROUP = {"train": "training"}  # pytree group -> config group, for the names users type

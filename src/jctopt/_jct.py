@@ -18,6 +18,7 @@ from jax.scipy.special import ndtri
 from . import _comm as K
 from . import _compute as C
 from . import _memory as Mem
+from . import _pipeline as P
 from . import _reliability as R
 from ._types import Config
 
@@ -31,7 +32,7 @@ class Reason(enum.IntEnum):
 
     OK = 0
     LAYOUT = 1  # GPUs, heads, layers, batch or experts do not divide
-    FP8_UNSUPPORTED = 2  # fp8 asked of a GPU without fp8 tensor cores
+    PRECISION_UNSUPPORTED = 2  # fp8 or fp4 asked of a GPU without such tensor cores
     MEMORY = 3  # does not fit in HBM
     FAILURES = 4  # cluster fails faster than it can checkpoint: no progress
 
@@ -125,7 +126,7 @@ def layout_checks(cfg: Config, relaxed: bool = False):
     if relaxed:
         return (dp >= 1.0) & (n_micro >= 1.0), dp, n_micro
     ok = (_is_int(dp) & (dp >= 1.0) & _is_int(n_micro) & (n_micro >= 1.0)
-          & _is_int(m.n_heads / lay.tp) & _is_int(m.n_layers / (lay.pp * lay.vpp))
+          & _is_int(m.n_heads / lay.tp) & P.fits(m.n_layers, lay.pp, lay.vpp)
           & _is_int(t.seq_len / lay.cp) & _is_int(m.n_experts / lay.ep) & _is_int(dp * lay.cp / lay.ep)
           & ((lay.vpp == 1.0) | (lay.pp > 1.0)))
     return ok, dp, n_micro
@@ -141,14 +142,20 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     # Safe stand-ins keep every intermediate finite on masked rows (double-where trick).
     dp = jnp.where(layout_ok, dp_raw, 1.0)
     n_micro = jnp.where(layout_ok, n_micro_raw, 1.0)
-    fp8_ok = (t.fp8 < 1) | (g.peak_fp8_tflops > 0)
-    g = g._replace(peak_fp8_tflops=jnp.where(fp8_ok, g.peak_fp8_tflops, g.peak_bf16_tflops))
+    precision_ok = C.dense_peak_tflops(g, t) > 0
+    # Stand-in peaks on masked rows, as above.
+    g = g._replace(peak_fp8_tflops=jnp.where(precision_ok, g.peak_fp8_tflops, g.peak_bf16_tflops),
+                   peak_fp4_tflops=jnp.where(precision_ok, g.peak_fp4_tflops, g.peak_bf16_tflops))
 
-    # --- compute per micro-batch on the slowest (last) stage ---
-    layers_per_stage = m.n_layers / lay.pp
-    t_comp_mb = C.microbatch_compute_time(m, g, t, lay.tp, lay.cp, layers_per_stage, 1.0)
-    _, core, _ = C.layer_times(m, g, t, lay.tp, lay.cp)
-    column, row = C.layer_gemm_times(m, g, t, lay.tp, lay.cp)  # column-parallel: QKV, MLP up
+    # --- compute per micro-batch on the slowest stage: the last (logits, loss) or, split
+    # unevenly, a middle one ---
+    layers_per_stage, layers_last = P.stage_layers(m.n_layers, lay.pp, lay.vpp)
+    # Multi-token-prediction modules (a layer and an output head each) sit on the last stage.
+    t_comp_mb = jnp.maximum(C.microbatch_compute_time(m, g, t, lay.tp, lay.cp, layers_per_stage, 0.0, lay.ep),
+                            C.microbatch_compute_time(m, g, t, lay.tp, lay.cp, layers_last + m.mtp_layers,
+                                                      1.0 + m.mtp_layers, lay.ep))
+    _, core, _ = C.layer_times(m, g, t, lay.tp, lay.cp, lay.ep)
+    column, row = C.layer_gemm_times(m, g, t, lay.tp, lay.cp, lay.ep)  # column-parallel: QKV, MLP up
     gemm = column + row
 
     # --- communication per micro-batch on the critical path ---
@@ -182,14 +189,20 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
                       overlap(tp_raw, gemm_window, mp_overlap))
     # CP: K and V of the full sequence gathered forward, gathered + reduce-scattered backward,
     # hidden behind the attention core (ring attention, Liu et al. 2023).
-    kv_bytes = 2.0 * 2.0 * t.micro_batch * t.seq_len * m.n_kv_heads * C.head_dim(m) / lay.tp
+    kv_bytes = 2.0 * t.micro_batch * t.seq_len * m.n_kv_heads * (m.head_dim + m.v_head_dim) / lay.tp
     cp_raw = layers_per_stage * 3.0 * K.all_gather(kv_bytes, lay.cp, lay.tp, g, f, c)
     cp_mb = overlap(cp_raw, layers_per_stage * 3.0 * core, t.overlap_eta)
     # EP: dispatch + combine all-to-all forward and backward (GShard, Lepikhin et al. 2020).
     moe = jnp.where(m.n_experts > 1, 1.0, 0.0)
-    a2a_bytes = 2.0 * tokens * m.top_k * m.hidden
-    n_a2a = moe * layers_per_stage * (4.0 + 2.0 * recompute_full)
-    ep_mb = n_a2a * K.all_to_all(a2a_bytes, lay.ep, lay.tp * lay.cp, g, f, c)
+    # Each TP rank dispatches its sequence-parallel share of the tokens (Megatron-Core's token
+    # dispatchers run on the SP-split hidden states; MoE with TP requires SP).
+    a2a_bytes = 2.0 * tokens / jnp.where(t.seq_parallel > 0, lay.tp, 1.0) * m.top_k * m.hidden
+    n_a2a = moe * layers_per_stage * C.moe_layer_fraction(m) * (4.0 + 2.0 * recompute_full)
+    ep_raw = n_a2a * K.all_to_all(a2a_bytes, lay.ep, lay.tp * lay.cp, g, f, c)
+    # Schedules that interleave two micro-batches hide one's dispatch and combine behind the
+    # other's compute: DeepSeek-V3's DualPipe (report Sec. 3.2.1), Megatron-Core's 1F1B
+    # all-to-all overlap (--overlap-moe-expert-parallel-comm).
+    ep_mb = overlap(ep_raw, t_comp_mb, jnp.where(t.ep_comm_overlap > 0, t.overlap_eta, 0.0))
     # PP: activation forward, gradient backward per virtual stage. Each TP rank sends 1/tp of
     # it; without SP the receivers all-gather the rest over NVLink (scatter/gather
     # optimization, Narayanan et al. 2021 Sec. 4.1); with SP the stage input is already split.
@@ -289,17 +302,17 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
 
     mem_ok = mem.total <= 1e9 * g.hbm_gb
     reason = jnp.where(~layout_ok, Reason.LAYOUT,
-                       jnp.where(~fp8_ok, Reason.FP8_UNSUPPORTED,
+                       jnp.where(~precision_ok, Reason.PRECISION_UNSUPPORTED,
                                  jnp.where(~mem_ok, Reason.MEMORY,
                                            jnp.where(~progress_ok, Reason.FAILURES, Reason.OK))))
     feasible = reason == Reason.OK
 
     model_flops = C.model_flops_per_step(m, t)
     comm_exposed = n_micro * (tp_mb + cp_mb + ep_mb + pp_mb) + dp_exposed + z3_exposed
-    comm_raw = n_micro * (tp_raw + cp_raw + ep_mb + pp_raw + gather_raw) + grad_sync
+    comm_raw = n_micro * (tp_raw + cp_raw + ep_raw + pp_raw + gather_raw) + grad_sync
     hours = lay.n_gpus * jct / 3600.0
     energy = hours * g.tdp_w * c.power_frac * c.pue / 1000.0
-    peak = 1e12 * jnp.where(t.fp8 > 0, g.peak_fp8_tflops, g.peak_bf16_tflops)
+    peak = 1e12 * C.dense_peak_tflops(g, t)
 
     def masked(x):
         return jnp.where(feasible, x, jnp.inf)

@@ -7,6 +7,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from . import _compute as C
+from . import _pipeline as P
 from ._types import Layout, ModelSpec, Training
 
 # Mixed-precision Adam: bf16 weights 2 + bf16 grads 2 + fp32 master, m, v 12 bytes per
@@ -30,12 +31,13 @@ class Memory(NamedTuple):
 def local_params(m: ModelSpec, lay: Layout, t: Training):
     """(dense, expert) parameters held by one GPU of the largest stage, before ZeRO.
 
-    Layers split over pp, weights over tp, experts additionally over ep. With pp > 1 the
+    Layers split over pp (the busiest rank's, ``_pipeline.stage_layers``), weights over tp,
+    experts additionally over ep. With pp > 1 the
     first (or last) stage also holds a V x h embedding; with pp == 1 the one stage holds all.
     """
-    layers = m.n_layers / lay.pp
+    layers, _ = P.stage_layers(m.n_layers, lay.pp, lay.vpp)
     # A dense model's MLP is dense: it shards and syncs with the rest over dp x cp.
-    experts = jnp.where(m.n_experts > 1, m.n_experts * C.mlp_params_per_expert(m), 0.0)
+    experts = C.routed_params_per_layer(m)
     dense_layer = C.layer_params(m) - experts
     embed = jnp.where(lay.pp > 1, m.vocab * m.hidden, C.embedding_params(m, t.seq_len))
     dense = (layers * dense_layer + embed) / lay.tp
@@ -50,15 +52,16 @@ def activation_bytes_per_layer(m: ModelSpec, lay: Layout, t: Training):
     s b h (10 + 24/t + 5 a s/(h t)) with TP; s b h / t (34 + 5 a s / h) with TP + SP;
     the 5 a s^2 b term vanishes with selective recompute (or fused attention); full
     recompute keeps only the layer input, 2 s b h (/t with SP). Generalised here to GQA
-    (K, V of kv_heads), SwiGLU and MoE top-k (MLP term 4 s b ffn, 8 s b ffn gated, x top_k).
+    (K, V of kv_heads), SwiGLU and MoE (MLP term 4 s b ffn, 8 s b ffn gated, ffn the width a
+    token passes through: C.mlp_width_per_token).
     CP splits the sequence, so everything is divided by cp.
     """
     s, b, h, tp, cp = t.seq_len, t.micro_batch, m.hidden, lay.tp, lay.cp
     sbh = s * b * h
-    kv = m.n_kv_heads * C.head_dim(m)
     replicated = 10.0 * sbh  # norm inputs, dropout masks, QKV / fc1 inputs
-    split_attn = 4.0 * sbh + 4.0 * s * b * kv  # Q, context, K, V
-    split_mlp = m.top_k * s * b * m.ffn_hidden * (4.0 + 4.0 * m.glu)
+    # Q, context, K, V (MLA: K and V up-projected per head, kv_heads = n_heads), bf16.
+    split_attn = 2.0 * s * b * (m.n_heads + m.n_kv_heads) * (m.head_dim + m.v_head_dim)
+    split_mlp = s * b * C.mlp_width_per_token(m) * (4.0 + 4.0 * m.glu)
     scores = 5.0 * m.n_heads * s * s * b
     keep_scores = jnp.where((t.recompute < 1) & (t.flash_attention < 1), 1.0, 0.0)
     sp_div = jnp.where(t.seq_parallel > 0, tp, 1.0)
@@ -95,7 +98,7 @@ def memory(m: ModelSpec, lay: Layout, t: Training, dp, n_micro, gpus_per_node):
     optimizer = sharded(OPTIMIZER_BYTES, 1)
 
     per_layer, per_layer_full = activation_bytes_per_layer(m, lay, t)
-    layers = m.n_layers / lay.pp
+    layers, _ = P.stage_layers(m.n_layers, lay.pp, lay.vpp)
     # 1F1B: the first stage holds min(pp, M) micro-batches; interleaving adds
     # (1 + (p-1)/(p v)) (Korthikanti 2022 Sec. 4.2.3).
     interleave = jnp.where(lay.vpp > 1, 1.0 + (lay.pp - 1.0) / (lay.pp * lay.vpp), 1.0)

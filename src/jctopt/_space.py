@@ -25,6 +25,7 @@ from typing import Any, Mapping
 import numpy as np
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from . import _pipeline as pipeline
 from ._config import PRECISION, RECOMPUTE, ConfigError, as_dict, load_option
 
 INNER_AXES = ("gpu", "fabric", "precision", "recompute", "zero_stage", "ckpt_interval_s")
@@ -223,11 +224,13 @@ def build_space(space: DictConfig, model: DictConfig, global_batch: int, gpus_pe
 
 
 def _model_rules(dims: dict, s: dict) -> dict[str, np.ndarray]:
-    """Model divisibility, rule -> which splits pass (Megatron: heads over tp, layers over
-    pp x vpp, sequence over cp, experts over ep; as config.check_layout)."""
+    """Model divisibility, rule -> which splits pass (Megatron: heads over tp, sequence over
+    cp, experts over ep; layers over pp x vpp, evenly or not: _pipeline; as
+    config.check_layout)."""
     return {
         f"space.tp must divide model.n_heads={dims['n_heads']}": dims["n_heads"] % s["tp"] == 0,
-        f"space.pp x space.vpp must divide model.n_layers={dims['n_layers']}": dims["n_layers"] % (s["pp"] * s["vpp"]) == 0,
+        f"space.pp x space.vpp must be at most model.n_layers + 2 = {dims['n_layers'] + 2}":
+            pipeline.fits(dims["n_layers"], s["pp"], s["vpp"]),
         "space.vpp > 1 needs space.pp > 1": (s["vpp"] == 1) | (s["pp"] > 1),
         f"space.cp must divide model.seq_len={dims['seq_len']}": dims["seq_len"] % s["cp"] == 0,
         f"space.ep must divide model.n_experts={dims['n_experts']}": dims["n_experts"] % s["ep"] == 0,

@@ -20,7 +20,7 @@ from jax import Array
 class ModelSpec(NamedTuple):
     n_layers: Array
     hidden: Array
-    ffn_hidden: Array  # per expert for MoE
+    ffn_hidden: Array  # dense MLP width (every layer of a dense model, the leading dense layers of an MoE)
     n_heads: Array
     n_kv_heads: Array  # == n_heads without GQA
     vocab: Array
@@ -29,11 +29,21 @@ class ModelSpec(NamedTuple):
     top_k: Array  # experts per token (1 for a dense model)
     tied_embeddings: Array  # 1 = input and output embedding share weights
     learned_positions: Array  # 1 = learned absolute position embeddings (seq_len x hidden)
+    head_dim: Array  # per attention head (hidden / n_heads unless the model says otherwise)
+    moe_ffn_hidden: Array  # one expert's MLP width
+    n_shared_experts: Array  # experts every token passes through (DeepSeek, Llama 4)
+    n_dense_layers: Array  # leading layers with a dense MLP in an MoE model
+    v_head_dim: Array  # value head (= head_dim except in MLA)
+    q_lora_rank: Array  # MLA query compression (0: none)
+    kv_lora_rank: Array  # MLA key-value compression; 0 = not MLA
+    qk_rope_head_dim: Array  # MLA decoupled RoPE key dimension
+    mtp_layers: Array  # multi-token-prediction modules (layer + output head) on the last stage
 
 
 class GPUSpec(NamedTuple):
     peak_bf16_tflops: Array  # dense tensor-core peak
     peak_fp8_tflops: Array  # 0 where the GPU has no fp8
+    peak_fp4_tflops: Array  # NVFP4; 0 where the GPU has no fp4
     hbm_gb: Array
     hbm_tbps: Array
     nvlink_gbps: Array  # GB/s per GPU, one direction
@@ -104,13 +114,14 @@ class Training(NamedTuple):
     zero3_collectives_per_layer: Array  # ZeRO-3 all-gathers (reduce-scatters) per layer and pass
     seq_parallel: Array  # 1 = Megatron sequence parallelism with TP
     flash_attention: Array  # 1 = attention scores are never stored
-    fp8: Array  # 1 = fp8 GEMMs
+    low_precision: Array  # GEMMs in 0 bf16/fp16, 1 fp8 or MXFP8, 2 NVFP4 (_config.PRECISION)
     grad_bytes: Array  # bytes per gradient element on the wire
     grad_compression: Array  # wire bytes / uncompressed bytes (1 = none)
     overlap_eta: Array  # fraction of the overlap window that hides DP traffic (DDP buckets, Megatron)
     zero3_overlap_eta: Array  # the same for ZeRO-3's gathers, reduce-scatters and HYBRID_SHARD all-reduce
     dp_overlap: Array  # 1 = data-parallel traffic (gradient sync, ZeRO-3 gathers) overlapped with compute
     mp_comm_overlap: Array  # 1 = TP collectives pipelined with the GEMMs, PP sends with compute
+    ep_comm_overlap: Array  # 1 = MoE dispatch/combine overlapped with another micro-batch's compute
     tp_async_backward: Array  # 1 = column-parallel backward collectives behind the weight-gradient GEMMs
     bucket_mparams: Array  # DDP bucket size, millions of parameters
     metric_loss_passes: Array  # extra no-grad cross-entropy passes over the logits per micro-batch (training metrics)

@@ -1,0 +1,127 @@
+"""Mixture-of-experts architectures: parameter counts against the models' published figures,
+FLOPs and layer times against hand counts."""
+
+import pytest
+
+from jctopt import _compute as C
+from jctopt._config import ConfigError
+
+
+def _model(config, name, *extra):
+    return config(f"model={name}", "layout=single_node", "layout.tp=1", "training.global_batch=8", *extra)
+
+
+# (total, active) in billions, as the model owners publish them (conf/model/*.yaml cite each).
+PUBLISHED = {
+    "mixtral_8x7b": (46.7, 12.9),     # Jiang et al. 2024: 47 B, 13 B active
+    "mixtral_8x22b": (141.0, 39.0),   # mistral.ai announcement
+    "qwen3_30b_a3b": (30.5, 3.3),     # Hugging Face model card
+    "qwen3_235b_a22b": (235.0, 22.0),
+    "llama4_scout": (107.8, 17.2),    # text model; the published 109 B includes the vision encoder
+    "llama4_maverick": (400.0, 17.0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_published_total_and_active_parameters(config, name):
+    cfg = _model(config, name)
+    total, active = PUBLISHED[name]
+    # Published figures are rounded to the last digit given: 3.3 B may be 3.35 B.
+    assert float(C.total_params(cfg.model, cfg.train.seq_len)) / 1e9 == pytest.approx(total, rel=0.01)
+    assert float(C.active_params(cfg.model, cfg.train.seq_len)) / 1e9 == pytest.approx(active, rel=0.02)
+
+
+def test_gpt_oss_counts_the_unembedding_as_active(config):
+    """gpt-oss-120b model card, Table 1: 116.83 B total, 5.13 B active without the input embedding."""
+    cfg = _model(config, "gpt_oss_120b")
+    m = cfg.model
+    embedding = float(m.vocab * m.hidden)
+    assert float(C.total_params(m, cfg.train.seq_len)) / 1e9 == pytest.approx(116.83, rel=2e-3)
+    assert (float(C.active_params(m, cfg.train.seq_len)) - embedding) / 1e9 == pytest.approx(5.13, rel=2e-3)
+
+
+def test_qwen3_layer_by_hand(config):
+    """Qwen3-30B-A3B, one layer: Q 2048 x 32*128, K and V 2048 x 4*128 each, O 4096 x 2048;
+    128 experts of 3 x 2048 x 768; router 2048 x 128; two norms."""
+    m = _model(config, "qwen3_30b_a3b").model
+    attention = 2048 * 4096 + 2 * 2048 * 512 + 4096 * 2048
+    assert float(C.attention_params(m)) == attention
+    assert float(C.layer_params(m)) == attention + 128 * 3 * 2048 * 768 + 2048 * 128 + 2 * 2048
+    # Forward FLOPs per sequence of 4096: 2 s (attention + 8 experts) + router; core 4 s^2 a d.
+    gemm, core = C.layer_forward_flops(m, 4096.0)
+    assert float(gemm) == pytest.approx(2 * 4096 * (attention + 8 * 3 * 2048 * 768) + 2 * 4096 * 2048 * 128, rel=1e-12)
+    assert float(core) == pytest.approx(4 * 4096**2 * 32 * 128, rel=1e-12)
+
+
+def test_dense_layers_and_shared_experts_by_hand(config):
+    """Llama 4 Maverick: half the layers dense (3 x 5120 x 16384), half routed (128 + 1 shared
+    experts of 3 x 5120 x 8192, router 5120 x 128); a token passes 16384 or 2 x 8192 of MLP."""
+    m = _model(config, "llama4_maverick").model
+    expert = 3 * 5120 * 8192
+    dense_mlp, moe_mlp = 3 * 5120 * 16384, 129 * expert + 5120 * 128
+    assert float(C.layer_params(m)) == pytest.approx(
+        float(C.attention_params(m)) + 0.5 * dense_mlp + 0.5 * moe_mlp + 2 * 5120, rel=1e-12)
+    assert float(C.mlp_width_per_token(m)) == 0.5 * 16384 + 0.5 * 2 * 8192
+    assert float(C.routed_params_per_layer(m)) == 0.5 * 128 * expert
+
+
+def test_expert_gemms_see_top_k_of_the_tokens(config):
+    """Balanced routing: each of the 8 Mixtral experts multiplies top_k/8 of the tokens, so the
+    experts' GEMM time is that of top_k dense MLPs of the same shape on large GEMMs."""
+    cfg = _model(config, "mixtral_8x7b", "training.micro_batch=4", "training.global_batch=32")
+    m, g, t = cfg.model, cfg.gpu, cfg.train
+    column, row = C.layer_gemm_times(m, g, t, 1.0, 1.0)
+    tokens = 4.0 * 4096
+    rate = C.matmul_peak_flops(g, t)
+    expert_tokens = tokens * 2 / 8
+    up = C.gemm_time(expert_tokens, 4096.0, 2 * 14336.0, rate, g)
+    qkv = C.gemm_time(tokens, 4096.0, 4096.0 + 2 * 1024.0, rate, g)
+    assert float(column) == pytest.approx(float(qkv + 8 * up), rel=1e-12)
+
+
+def test_dense_layers_need_an_moe_model(config):
+    with pytest.raises(ConfigError, match=r"model.n_dense_layers=2 is not allowed"):
+        _model(config, "llama3_8b", "model.n_dense_layers=2")
+
+
+def test_deepseek_v3_mla_and_published_counts(config):
+    """DeepSeek-V2 Sec. 2.1 (Eqs. 9-17) with V3's sizes: W_DQ 7168 x 1536, W_UQ 1536 x 128*192,
+    W_DKV + W_KR 7168 x (512 + 64), W_UK + W_UV 512 x 128*(128 + 128), W_O 128*128 x 7168 =
+    187.1 M per layer. Published: 671 B main model + 11.5 B MTP module, 37 B active
+    (README_WEIGHTS.md: 36.7 B, embedding and head included)."""
+    cfg = _model(config, "deepseek_v3")
+    m = cfg.model
+    mla = 7168 * 1536 + 1536 * 128 * 192 + 7168 * 576 + 512 * 128 * 256 + 128 * 128 * 7168
+    assert float(C.attention_params(m)) == mla == pytest.approx(187.1e6, rel=1e-3)
+    # Attention core, forward per sequence: QK^T over 192 and scores x V over 128, 2 s^2 a (192 + 128).
+    _, core = C.layer_forward_flops(m, 4096.0)
+    assert float(core) == 2 * 4096**2 * 128 * 320
+    main = cfg.model._replace(mtp_layers=0.0 * m.mtp_layers)
+    assert float(C.total_params(main, 4096.0)) / 1e9 == pytest.approx(671.0, rel=0.01)
+    assert float(C.total_params(m, 4096.0) - C.total_params(main, 4096.0)) / 1e9 == pytest.approx(11.5, rel=0.03)
+    assert float(C.active_params(main, 4096.0)) / 1e9 == pytest.approx(37.0, rel=0.02)
+
+
+def test_kimi_k2_published_counts(config):
+    """Kimi-K2 README: "Total Parameters 1T, Activated Parameters 32B", i.e. 1.0-1.05 T and
+    32-33 B as printed (by hand: 61 layers of 101.1 M MLA + 1 dense, 60 routed of 385 experts)."""
+    cfg = _model(config, "kimi_k2")
+    assert 1.0 <= float(C.total_params(cfg.model, 4096.0)) / 1e12 < 1.05
+    assert 32.0 <= float(C.active_params(cfg.model, 4096.0)) / 1e9 < 33.0
+
+
+@pytest.mark.parametrize("ep", [1.0, 8.0, 64.0])
+def test_expert_parallel_gathers_tokens_onto_fewer_experts(config, ep):
+    """EP places 256/ep experts on a GPU, each fed top_k x tokens x ep / 256 tokens: the same
+    FLOPs as ep = 1, in fewer, fatter GEMMs."""
+    cfg = _model(config, "deepseek_v3", "training.micro_batch=1")
+    m, g, t = cfg.model, cfg.gpu, cfg.train
+    rate = C.matmul_peak_flops(g, t)
+    column, _ = C.layer_gemm_times(m, g, t, 1.0, 1.0, ep)
+    tokens = 4096.0
+    experts = (256 / ep) * C.gemm_time(tokens * 8 * ep / 256, 7168.0, 2 * 2048.0, rate, g)
+    dense = C.gemm_time(tokens, 7168.0, 2 * 18432.0, rate, g)
+    shared = C.gemm_time(tokens, 7168.0, 2 * 2048.0, rate, g)
+    qkv = C.gemm_time(tokens, 7168.0, (float(C.attention_params(m)) - 128 * 128 * 7168) / 7168, rate, g)
+    expected = qkv + 3 / 61 * dense + 58 / 61 * (experts + shared)
+    assert float(column) == pytest.approx(float(expected), rel=1e-12)
