@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from jctopt import ConfigError
+from jctopt._config import to_config
 from jctopt._resources import VALIDATION_DIR, validation_file
 from jctopt.tasks import validate
 
@@ -70,8 +71,18 @@ def test_row_mapping_and_documented_defaults(compose):
     row.update(inter_node="roce_1600gbps_node", gpu="a100_class", source="Narayanan et al. 2021")
     cfg, used = validate.row_config(base, row)
     assert cfg.fabric.nic_gbit == 200.0 and cfg.gpu.name == "a100_80gb" and not cfg.training.flash_attention
-    with pytest.raises(validate.RowError, match="precision"):
-        validate.row_config(base, dict(row, precision="nvfp4"))
+    with pytest.raises(validate.RowError, match="precision='int4' is not modelled"):
+        validate.row_config(base, dict(row, precision="int4"))
+    nvfp4, _ = validate.row_config(base, dict(row, precision="NVFP4"))
+    with pytest.raises(ConfigError, match=r"training.precision='nvfp4' is not allowed: bf16 \| fp16 \(gpu=a100_80gb has no nvfp4"):
+        to_config(nvfp4)
+
+
+@pytest.mark.parametrize("cell, precision", [("BF16", "bf16"), ("FP8-CS", "fp8"), ("FP8-CS(inferred)", "fp8"),
+                                             ("FP8-MX", "mxfp8"), ("MXFP8(inferred)", "mxfp8"), ("fp16_or_bf16", "bf16"),
+                                             ("FP8-blockwise(inferred)", "fp8"), ("NVFP4", "nvfp4")])
+def test_precision_spellings_of_the_sources(cell, precision):
+    assert validate.row_precision(cell) == precision
 
 
 # Regression guards: today's median |error| per source plus a margin. They make a change that

@@ -188,9 +188,17 @@ def subset(problem: Problem, rows: np.ndarray) -> Problem:
                             measured_s=problem.measured_s[rows], weight=problem.weight[rows] / problem.weight[rows].sum())
 
 
-def source_weights(sources: list[str]) -> np.ndarray:
-    """Each source weighs the same; rows share their source's weight."""
+def source_weights(sources: list[str], configurations: list | None = None) -> np.ndarray:
+    """Each source weighs the same; rows share their source's weight. With ``configurations``
+    (one hashable per row), a configuration that several sources measured (a benchmark table
+    repeated across container releases) counts once: its rows split one row's weight."""
     s = np.asarray(sources)
     names, counts = np.unique(s, return_counts=True)
     per = dict(zip(names, 1.0 / (counts * len(names))))
-    return np.array([per[x] for x in s])
+    weight = np.array([per[x] for x in s])
+    if configurations is not None:
+        copies = {}
+        for c in configurations:
+            copies[c] = copies.get(c, 0) + 1
+        weight = weight / np.array([copies[c] for c in configurations])
+    return weight / weight.sum()

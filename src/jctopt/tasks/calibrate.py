@@ -1,7 +1,8 @@
 """`jctopt task=calibrate`: fit the efficiency parameters to published runs, and say how well
 the fit does on sources it was not fitted to.
 
-Reads the same CSV as ``validate`` (``validate.runs``), fits on every placed row with a step
+Reads the CSVs of ``calibrate.runs`` (default: every shipped dense file, CALIBRATION_RUNS),
+with ``validate``'s row mapping, fits on every placed row with a step
 time (``jctopt._calibrate``), starting from the spec values (``spec_values``), then refits
 once per source with that source left out and predicts it (leave-one-source-out), and once
 per GPU die with all of its rows left out (leave-one-die-out: what to expect of a GPU type
@@ -39,19 +40,42 @@ TRAINING_PRESETS = ("megatron", "modern")
 KINDS = ("catalog", "fitted", "loso", "lodo")
 
 
-def problem_from_runs(cfg: DictConfig, runs: Path) -> tuple[Cal.Problem, pd.DataFrame]:
+# The dense runs shipped with the package that `calibrate` fits by default.
+CALIBRATION_RUNS = ("runs_dev.csv", "runs_dev2.csv")
+
+
+def calibration_runs(cfg: DictConfig) -> list[Path]:
+    """``calibrate.runs`` resolved (paths or shipped names), CALIBRATION_RUNS where unset."""
+    return [runs_path(r) for r in (cfg.calibrate.runs or CALIBRATION_RUNS)]
+
+
+def read_all(runs: Path | list[Path]) -> pd.DataFrame:
+    """The rows of every runs file, one table; row ids must not repeat across files."""
+    tables = [read_runs(r) for r in ([runs] if isinstance(runs, Path) else runs)]
+    table = pd.concat(tables, ignore_index=True)
+    repeated = table.id[table.id.duplicated()].tolist()
+    if repeated:
+        raise ConfigError(f"calibrate.runs: row ids {repeated[:5]} appear more than once across the files")
+    return table
+
+
+def problem_from_runs(cfg: DictConfig, runs: Path | list[Path]) -> tuple[Cal.Problem, pd.DataFrame]:
     """The rows to fit (placed, with a measured step time) and their records."""
-    rows, index, configs = place_rows(cfg, read_runs(runs))
+    rows, index, configs = place_rows(cfg, read_all(runs))
     records = pd.DataFrame([rows[i] for i in index])
     measured = pd.to_numeric(records.measured_iter_time_s, errors="coerce").to_numpy()
     keep = np.flatnonzero(np.isfinite(measured) & (measured > 0))
     if keep.size == 0:
-        raise ConfigError(f"validate.runs={str(runs)!r}: no row can be placed with a measured step time")
+        raise ConfigError(f"calibrate.runs={[str(r) for r in np.atleast_1d(runs)]}: no row can be placed "
+                          "with a measured step time")
     records = records.iloc[keep].reset_index(drop=True)
     gpus = tuple(sorted(set(records.gpu)))
     batch = stack([configs[k] for k in keep])
+    # One configuration measured by several sources (DGXC tables repeated across container
+    # releases) counts once; the key is every number the model sees.
+    same = [tuple(float(x) for x in jax.tree.leaves(configs[k])) for k in keep]
     problem = Cal.Problem(batch, np.array([gpus.index(g) for g in records.gpu]), gpus, measured[keep],
-                          Cal.source_weights(records.source.tolist()), tuple(die_of(g) for g in gpus))
+                          Cal.source_weights(records.source.tolist(), same), tuple(die_of(g) for g in gpus))
     return problem, records
 
 
@@ -82,7 +106,7 @@ def spec_values() -> dict:
     return {"gpu": gpu, "training": {p: float(preset[p]) for p in Cal.TRAINING_PARAMS}}
 
 
-def run_calibrate(cfg: DictConfig, runs: Path, loso: bool = True) -> tuple[dict, pd.DataFrame]:
+def run_calibrate(cfg: DictConfig, runs: Path | list[Path], loso: bool = True) -> tuple[dict, pd.DataFrame]:
     """(fitted values for every catalog GPU, per-row table with catalog (as shipped), fitted
     and leave-one-source-out errors)."""
     problem, records = problem_from_runs(cfg, runs)
@@ -164,13 +188,13 @@ def apply(doc: dict) -> None:
 
 def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
     console = Console()
-    runs = runs_path(cfg.validate.runs)
+    runs = calibration_runs(cfg)
     fitted, records = run_calibrate(cfg, runs)
     table = errors_by_source(records)
     console.print(table.round(1).to_string())
     errors = {k: {"median": float(records[f"{k}_abs_pct_error"].median()),
                   "p90": float(records[f"{k}_abs_pct_error"].quantile(0.9))} for k in KINDS}
-    meta = {"data": runs.name, "sha256": hashlib.sha256(runs.read_bytes()).hexdigest(),
+    meta = {"data": [r.name for r in runs], "sha256": [hashlib.sha256(r.read_bytes()).hexdigest() for r in runs],
             "date": datetime.date.today().isoformat(), "rows": int(len(records)), "abs_pct_error": errors}
     doc = {"calibration": meta, **fitted}
     (run_dir / "calibration.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(doc)))

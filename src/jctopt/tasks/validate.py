@@ -22,6 +22,7 @@ import pandas as pd
 from omegaconf import DictConfig
 from rich.console import Console
 
+from .._compute import dense_peak_tflops
 from .._config import ConfigError, load_option, to_config
 from .._jct import STEP_PARTS, Reason, estimate, estimate_batch, unmasked_step
 from .._resources import validation_file
@@ -54,6 +55,13 @@ DEFAULTS = {
            "(Korthikanti et al. 2022 introduced it); off before 2022 and at tp = 1"),
     "cp": (1, "no context parallelism unless stated"),
     "ep": (1, "dense model"),
+    "gpus_per_node": ("the GPU's NVLink domain", "8 on HGX/DGX nodes, 72 on GB200/GB300 NVL72 racks (conf/gpu)"),
+    "experts": (1, "dense model (runs_moe_dev.csv columns: experts, top_k, moe_ffn_hidden, shared_experts, "
+                "dense_layers, attention, qk_head_dim)"),
+    "top_k": (1, "dense model"),
+    "moe_ffn_hidden": ("= ffn_hidden", "every expert as wide as the dense MLP (Mixtral)"),
+    "shared_experts": (0, "no shared expert"),
+    "dense_layers": (0, "every layer of an MoE model routed"),
     "recompute": ("the least that fits", "none, else selective, else full: the first the memory model says "
                   "fits (the run was measured, so it fit)"),
     "zero_stage": ("1 from 2023, else 0", "the distributed optimizer is the Megatron-Core/NeMo default from 2023 on; "
@@ -63,12 +71,14 @@ DEFAULTS = {
               "other GPT: 51,200 (Megatron's padded GPT-2 BPE, Narayanan et al. 2021)"),
     "tp": ("8, pp = num_gpus / (dp x 8)", "the model-parallel split of Narayanan et al. 2021 Table 1 (TP within "
            "the 8-GPU node); needs dp"),
-    "inter_node": ("the GPU's reference system", "A100: 8 x HDR200 IB, H100/H200: 8 x NDR400 IB, "
-                   "B200/GB200: XDR800 IB, one NIC per GPU (DGX/HGX reference designs)"),
+    "inter_node": ("the GPU's reference system", "A100: 8 x HDR200 IB; H100/H200/H800, B200 and GB200: NDR400 IB "
+                   "(ConnectX-7; DGX B200 and DGX GB200 user guides: one 400 Gb/s port per GPU); B300/GB300: "
+                   "XDR800 IB (ConnectX-8); one NIC per GPU (DGX/HGX reference designs)"),
 }
 GPU_ALIASES = {"a100_class": "a100_80gb"}  # an A100 of unstated memory: same peak and bandwidth
 REFERENCE_FABRIC = {"a100_80gb": "ib_hdr200", "a100_40gb": "ib_hdr200", "h100_sxm": "ib_ndr400", "h200": "ib_ndr400",
-                    "b200": "ib_xdr800", "gb200": "ib_xdr800", "mi300x": "roce400"}
+                    "h800": "ib_ndr400", "b200": "ib_ndr400", "gb200": "ib_ndr400", "b300": "ib_xdr800",
+                    "gb300": "ib_xdr800", "mi300x": "roce400"}
 # inter_node key -> (catalog fabric, Gbit/s per NIC or None for the catalog's, NICs per node or None = per GPU)
 FABRICS = {
     "ib_hdr200x8": ("ib_hdr200", None, 8), "ib_ndr400x8": ("ib_ndr400", None, 8),
@@ -76,7 +86,21 @@ FABRICS = {
     "roce400x8": ("roce400", None, 8), "roce200x8": ("roce400", 200.0, 8),
     "roce_1600gbps_node": ("roce400", 200.0, 8),  # 1600 Gbit/s per node as 8 x 200G RoCE
 }
-PRECISIONS = {"bf16": "bf16", "fp16": "fp16", "fp16_or_bf16": "bf16", "fp8": "fp8", "mxfp8": "fp8"}
+# The precision column as sources print it -> the model's precision. Case and a trailing
+# "(inferred)" / "(unverified)" are ignored. FP8 "CS" is current (per-tensor) scaling, "MX" and
+# MXFP8 Blackwell's 32-element block scaling, "blockwise" DeepSeek-V3's 128-element blocks, "alt"
+# a recipe variant: all run at the fp8 tensor-core rate.
+PRECISIONS = {"bf16": "bf16", "fp16": "fp16", "fp16_or_bf16": "bf16", "fp8": "fp8", "fp8-cs": "fp8",
+              "fp8-blockwise": "fp8", "fp8-alt": "fp8", "mxfp8": "mxfp8", "fp8-mx": "mxfp8", "nvfp4": "nvfp4"}
+
+
+def row_precision(value) -> str:
+    """The model's precision for a CSV cell, or RowError naming the accepted spellings."""
+    key = re.sub(r"\s*\([^)]*\)\s*$", "", str(value).strip()).lower()
+    if key not in PRECISIONS:
+        raise RowError(f"precision={value!r} is not modelled ({', '.join(PRECISIONS)}; any case, "
+                       "a trailing '(inferred)' ignored)")
+    return PRECISIONS[key]
 RECOMPUTE = {"none": "none", "selective": "selective", "full": "full"}
 
 
@@ -145,11 +169,9 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
         cfg.gpu = load_option("gpu", gpu)
     except ConfigError:
         raise RowError(f"gpu={row['gpu']!r} is not in the catalog (conf/gpu)") from None
-    precision = PRECISIONS.get(str(row["precision"]))
-    if precision is None:
-        raise RowError(f"precision={row['precision']!r} is not modelled (bf16, fp16, fp8, mxfp8)")
+    precision = row_precision(row["precision"])
     inter = str(row.get("inter_node") or "unknown")
-    gpn = _int(row, "gpus_per_node", used)
+    gpn = _int(row, "gpus_per_node", used, rule=int(cfg.gpu.nvlink_domain))
     if inter in FABRICS:
         fabric, gbit, nics = FABRICS[inter]
     elif inter == "unknown":
@@ -183,7 +205,8 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
         used.append("glu")
     m = cfg.model
     m.name, m.n_layers, m.hidden, m.ffn_hidden, m.n_heads, m.n_kv_heads = str(row["id"]), layers, hidden, ffn, heads, kv
-    m.vocab, m.seq_len, m.glu, m.n_experts, m.top_k = vocab, seq, bool(glu), 1, 1
+    m.vocab, m.seq_len, m.glu = vocab, seq, bool(glu)
+    _moe_columns(m, row, used)
     # GPT-style (2-matrix MLP) models tie embeddings and learn positions; Llama-style do neither.
     m.tied_embeddings, m.learned_positions = not glu, not glu
 
@@ -210,10 +233,12 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     if _blank(recompute):
         used.append("recompute")
         recompute = "none"  # place_rows raises it to the least recompute that fits
+    # Sources annotate the mode: "none (--recompute-num-layers 0)", "selective:mlp" -> its first word.
+    recompute = re.split(r"[\s:(]", str(recompute).strip(), maxsplit=1)[0].lower()
     if recompute not in RECOMPUTE:
         raise RowError(f"recompute={recompute!r} is not one of none, selective, full")
     tr.recompute = RECOMPUTE[recompute]
-    year = max((int(y) for y in re.findall(r"\b(20\d\d)\b", str(row.get("source", "")))), default=2024)
+    year = source_year(row)
     tr.zero_stage = _int(row, "zero_stage", used, rule=int(year >= 2023))
     tr.seq_parallel = bool(_int(row, "sp", used, rule=int(year >= 2022 and lay.tp > 1)))
     tr.precision = precision
@@ -230,10 +255,51 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     # stay whole under stage3_param_persistence_threshold.
     tr.zero3_collectives_per_layer = 1 if year >= 2022 else 4 + int(cfg.model.glu)
     tr.dp_overlap = year >= 2023
+    # MoE all-to-alls behind another micro-batch's compute: DualPipe (DeepSeek-V3, 2024-12),
+    # Megatron-Core's --overlap-moe-expert-parallel-comm (2025).
+    tr.ep_comm_overlap = year >= 2025
     # llm-foundry's MPT runs under Composer, which updates its two train metrics (cross-entropy,
     # perplexity) from the logits after every micro-batch (composer/trainer/trainer.py).
     tr.metric_loss_passes = 2 if "llm-foundry" in str(row.get("source", "")) else 0
     return cfg, used
+
+
+LATEST_YEAR = 2026  # a "2048" in a source is a GPU count, not a year
+
+
+def source_year(row: dict) -> int:
+    """The year of the software a row ran: the latest year its source names, or its container
+    release (NeMo "26.08 NeMo Container", "nemo:25.04": 20YY); 2024 when none is named."""
+    text = f"{row.get('source', '')} {row.get('container_or_version', '')}"
+    years = [int(y) for y in re.findall(r"\b(20\d\d)\b", text)]
+    years += [2000 + int(y) for y in re.findall(r"(?:\b|nemo:)(2[2-9])\.(?:0[1-9]|1[0-2])\b", text)]
+    return max((y for y in years if y <= LATEST_YEAR), default=2024)
+
+
+def _moe_columns(m: DictConfig, row: dict, used: list[str]) -> None:
+    """The mixture-of-experts columns of ``runs_moe_dev.csv``; a file without them is dense."""
+    if "experts" not in row:
+        m.n_experts, m.top_k = 1, 1
+        return
+    m.n_experts, m.top_k = _int(row, "experts", used), _int(row, "top_k", used)
+    attention = str(row.get("attention") or "gqa").strip().lower()
+    if attention not in ("gqa", "mla"):
+        raise RowError(f"attention={row.get('attention')!r} is not modelled (gqa, mla)")
+    if not _blank(row.get("etp")) and int(float(row["etp"])) != 1:
+        raise RowError(f"etp={row['etp']!r}: expert tensor parallelism is not modelled")
+    if not _blank(row.get("qk_head_dim")):
+        m.head_dim = _int(row, "qk_head_dim", used)
+    if attention == "mla":
+        # The CSV's qk_head_dim is the non-RoPE part; the model's head_dim is the whole query/key head.
+        m.qk_rope_head_dim = _int(row, "qk_rope_head_dim", used)
+        m.head_dim = _int(row, "qk_head_dim", used) + m.qk_rope_head_dim
+        m.v_head_dim, m.kv_lora_rank = _int(row, "v_head_dim", used), _int(row, "kv_lora_rank", used)
+        m.q_lora_rank = 0 if _blank(row.get("q_lora_rank")) else _int(row, "q_lora_rank", used)
+    m.mtp_layers = 0 if _blank(row.get("mtp_layers")) else _int(row, "mtp_layers", used)
+    if m.n_experts > 1:
+        m.moe_ffn_hidden = _int(row, "moe_ffn_hidden", used, rule=int(m.ffn_hidden))
+        m.n_shared_experts = _int(row, "shared_experts", used)
+        m.n_dense_layers = _int(row, "dense_layers", used)
 
 
 def place_rows(cfg: DictConfig, table: pd.DataFrame) -> tuple[list[dict], list[int], list]:
@@ -305,8 +371,7 @@ def run_validate(cfg: DictConfig, runs: Path) -> pd.DataFrame:
         comp = {k: np.asarray(getattr(est, k)) for k in STEP_PARTS}
         step = np.asarray(unmasked_step(est))  # OOM rows keep their prediction
         n = np.asarray(batch.layout.n_gpus)
-        peak = 1e12 * np.where(np.asarray(batch.train.fp8) > 0, np.asarray(batch.gpu.peak_fp8_tflops),
-                               np.asarray(batch.gpu.peak_bf16_tflops))
+        peak = 1e12 * np.asarray(dense_peak_tflops(batch.gpu, batch.train))
         mfu = 100.0 * np.asarray(est.model_flops_per_step) / (step * n * peak)
         reasons = [Reason(int(r)).name for r in np.asarray(est.reason)]
         for j, i in enumerate(index):
