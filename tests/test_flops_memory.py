@@ -65,6 +65,18 @@ def test_activation_memory_korthikanti_table2(config, tp):
     assert _act(config, tp, False, "full") == pytest.approx(2 * SBH, rel=1e-9)
 
 
+def test_swiglu_layer_activations_by_hand(config):
+    """Llama 3 8B layer (h 4096, 32 heads, 8 KV heads of 128, SwiGLU ffn 14336), s 8192, b 1,
+    SP at tp 4, flash: 10 h replicated (/tp) + Q and context 4 h + K, V 4 x 1024 + SwiGLU's
+    input 2 x 2 ffn and the down GEMM's input 2 ffn, bf16 (Korthikanti 2022 Table 2's terms)."""
+    cfg = config("model=llama3_8b", "layout.tp=4", "layout.pp=1", "layout.n_gpus=4", "training.micro_batch=1",
+                 "training.seq_parallel=true", "training.recompute=none", "training.flash_attention=true",
+                 "training.global_batch=1", "model.seq_len=8192")
+    stored, _ = Mem.activation_bytes_per_layer(cfg.model, cfg.layout, cfg.train)
+    s, h, ffn = 8192, 4096, 14336
+    assert float(stored) == pytest.approx(s * (10 * h + 4 * h + 4 * 1024 + 6 * ffn) / 4, rel=1e-9)
+
+
 def test_fused_attention_drops_score_memory(config):
     assert _act(config, 8, True, "none", flash=True) == pytest.approx(34 * SBH / 8, rel=1e-9)
 

@@ -16,11 +16,25 @@ S, H = 2048, 12288
 
 def test_flash_core_is_half_the_causal_square_at_attn_eff(config):
     """Forward core = 0.5 x 4 b s^2 h / tp FLOPs (causal blocks skipped) at attn_eff x peak."""
-    cfg = config("model=gpt3_175b", "training.flash_attention=true", "training.micro_batch=1")
+    cfg = config("model=gpt3_175b", "training.flash_attention=true", "training.fused_attention=false",
+                 "training.micro_batch=1")
     g, tp = cfg.gpu, 8.0
     _, core, _ = C.layer_times(cfg.model, g, cfg.train, tp, 1.0)
     expected = 0.5 * 4 * S * S * H / tp / (1e12 * float(g.peak_bf16_tflops) * float(g.attn_eff))
     assert float(core) == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("gpu, speedup", [("h100_sxm", 1.75), ("a100_80gb", 1.0), ("b200", 1.0)])
+def test_fused_attention_runs_the_architecture_kernel(config, gpu, speedup):
+    """Transformer Engine's cuDNN fused attention on Hopper: FlashAttention-3-class, 1.5-2.0x
+    FlashAttention-2 (Shah et al. 2024, abstract; catalog 1.75); no faster kernel on A100, and
+    on Blackwell attn_eff is already the cuDNN/FlashAttention-4 kernel's."""
+    base = ("model=gpt3_175b", f"gpu={gpu}", "training.flash_attention=true", "training.micro_batch=1")
+    fa2, fused = config(*base, "training.fused_attention=false"), config(*base, "training.fused_attention=true")
+    _, core_fa2, _ = C.layer_times(fa2.model, fa2.gpu, fa2.train, 8.0, 1.0)
+    _, core_fused, _ = C.layer_times(fused.model, fused.gpu, fused.train, 8.0, 1.0)
+    assert float(fused.gpu.fused_attn_speedup) == speedup
+    assert float(core_fa2) / float(core_fused) == pytest.approx(speedup, rel=1e-9)
 
 
 def test_flash_backward_is_two_and_a_half_forward(config):

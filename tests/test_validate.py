@@ -67,10 +67,16 @@ def test_row_mapping_and_documented_defaults(compose):
     assert (cfg.layout.tp, cfg.layout.pp) == (8, 1)
     assert cfg.fabric.name == "ib_ndr400" and cfg.cluster.nics_per_node == 8
     assert cfg.training.precision == "fp8" and cfg.training.recompute == "none" and cfg.training.flash_attention
+    assert cfg.training.fused_attention  # NeMo 2024: Transformer Engine's cuDNN attention
     assert set(used) == {"vocab", "tp", "inter_node", "vpp", "recompute"}
     row.update(inter_node="roce_1600gbps_node", gpu="a100_class", source="Narayanan et al. 2021")
     cfg, used = validate.row_config(base, row)
     assert cfg.fabric.nic_gbit == 200.0 and cfg.gpu.name == "a100_80gb" and not cfg.training.flash_attention
+    assert not cfg.training.fused_attention
+    for source, fused in [("pytorch/torchtitan benchmarks (2025-06)", False), ("MosaicML llm-foundry 2024", False),
+                          ("NVIDIA/dgxc-benchmarking v25.04 (nemo:25.02.01)", True),
+                          ("Megatron-LM README (2024-07, MCore r0.8.0)", True)]:
+        assert validate.row_config(base, dict(row, source=source))[0].training.fused_attention == fused, source
     with pytest.raises(validate.RowError, match="precision='int4' is not modelled"):
         validate.row_config(base, dict(row, precision="int4"))
     nvfp4, _ = validate.row_config(base, dict(row, precision="NVFP4"))

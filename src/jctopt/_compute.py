@@ -225,11 +225,15 @@ def layer_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0):
     # Attention core, forward: per head (s/cp x d) @ (d x s) and (s/cp x s) @ (s x d), bf16
     # even in fp8. A fused (flash) kernel never writes the s x s scores, skips the masked half
     # of a causal square and runs at attn_eff of the bf16 peak, its FLOPs counted as
-    # FlashAttention's benchmarks count them (Dao 2023, Sec. 4.1); unfused, the full square
+    # FlashAttention's benchmarks count them (Dao 2023, Sec. 4.1). attn_eff is FlashAttention-2's
+    # fraction; a kernel written for the architecture (FlashAttention-3, cuDNN fused attention,
+    # which Transformer Engine runs for Megatron-Core and NeMo) is fused_attn_speedup faster on
+    # GPUs that have one (Hopper: 1.5-2.0x, Shah et al. 2024, abstract). Unfused, the full square
     # runs as two thin GEMMs (head dimension d) and scores, softmax and dropout are written
     # and re-read, ~12 bytes per score.
     core_flops = 2.0 * t.micro_batch * t.seq_len * t.seq_len * attention_core_width(m) / (tp * cp)
-    flash = 0.5 * core_flops / (1e12 * g.peak_bf16_tflops * g.attn_eff)
+    attn_eff = g.attn_eff * jnp.where(t.fused_attention > 0, g.fused_attn_speedup, 1.0)
+    flash = 0.5 * core_flops / (1e12 * g.peak_bf16_tflops * attn_eff)
     scores = t.micro_batch * m.n_heads / tp * t.seq_len * t.seq_len / cp
     bf16 = 1e12 * g.peak_bf16_tflops * g.matmul_eff
     unfused = core_flops / (bf16 * d / (d + g.matmul_half_dim)) + 12.0 * scores / hbm_rate(g)

@@ -71,6 +71,7 @@ class GPUConf:
     fp8_matmul_eff: float = 0.0
     matmul_half_dim: float = MISSING
     attn_eff: float = MISSING
+    fused_attn_speedup: float = 1.0  # cuDNN/FA3-class attention over FlashAttention-2 on this architecture
     mem_eff: float = MISSING
     nvlink_eff: float = MISSING
     nvls_eff: float = 0.0
@@ -135,6 +136,7 @@ class TrainingConf:
     zero3_collectives_per_layer: float = 1.0  # FSDP: 1 (one flat parameter per layer); DeepSpeed ZeRO-3: one per weight matrix
     seq_parallel: bool = True
     flash_attention: bool = True
+    fused_attention: bool = False  # Transformer Engine's cuDNN attention (Megatron-Core, NeMo) instead of FlashAttention-2
     precision: str = "bf16"  # bf16 | fp16 | fp8 | mxfp8 | nvfp4 (PRECISION)
     grad_bytes: float = 2.0
     grad_compression: float = 1.0
@@ -299,7 +301,7 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
     positive = {
         "model": ["n_layers", "hidden", "ffn_hidden", "n_heads", "vocab", "seq_len", "n_experts", "top_k"],
         "gpu": ["peak_bf16_tflops", "hbm_gb", "hbm_tbps", "nvlink_gbps", "nvlink_domain", "tdp_w",
-                "matmul_eff", "matmul_half_dim", "mem_eff", "nvlink_eff", "nvlink_latency_us", "ll_latency_us", "mtbf_gpu_h"],
+                "matmul_eff", "matmul_half_dim", "attn_eff", "fused_attn_speedup", "mem_eff", "nvlink_eff", "nvlink_latency_us", "ll_latency_us", "mtbf_gpu_h"],
         "fabric": ["nic_gbit", "nic_eff", "latency_us", "host_copy_gbps", "mtbf_nic_h", "mtbf_switch_h"],
         "cluster": ["gpus_per_node", "nics_per_node", "switch_radix", "mtbf_node_h",
                     "storage_write_gbps", "storage_read_gbps", "staging_gbps", "power_frac", "pue"],

@@ -52,8 +52,10 @@ def activation_bytes_per_layer(m: ModelSpec, lay: Layout, t: Training):
     s b h (10 + 24/t + 5 a s/(h t)) with TP; s b h / t (34 + 5 a s / h) with TP + SP;
     the 5 a s^2 b term vanishes with selective recompute (or fused attention); full
     recompute keeps only the layer input, 2 s b h (/t with SP). Generalised here to GQA
-    (K, V of kv_heads), SwiGLU and MoE (MLP term 4 s b ffn, 8 s b ffn gated, ffn the width a
-    token passes through: C.mlp_width_per_token).
+    (K, V of kv_heads), SwiGLU and MoE (ffn the width a token passes through:
+    C.mlp_width_per_token). MLP term: Korthikanti's 4 s b ffn is the activation's input and the
+    second GEMM's input, bf16 each; SwiGLU keeps its two-branch input (2 ffn wide) and the
+    second GEMM's input, 6 s b ffn.
     CP splits the sequence, so everything is divided by cp.
     """
     s, b, h, tp, cp = t.seq_len, t.micro_batch, m.hidden, lay.tp, lay.cp
@@ -61,7 +63,7 @@ def activation_bytes_per_layer(m: ModelSpec, lay: Layout, t: Training):
     replicated = 10.0 * sbh  # norm inputs, dropout masks, QKV / fc1 inputs
     # Q, context, K, V (MLA: K and V up-projected per head, kv_heads = n_heads), bf16.
     split_attn = 2.0 * s * b * (m.n_heads + m.n_kv_heads) * (m.head_dim + m.v_head_dim)
-    split_mlp = s * b * C.mlp_width_per_token(m) * (4.0 + 4.0 * m.glu)
+    split_mlp = s * b * C.mlp_width_per_token(m) * (4.0 + 2.0 * m.glu)
     scores = 5.0 * m.n_heads * s * s * b
     keep_scores = jnp.where((t.recompute < 1) & (t.flash_attention < 1), 1.0, 0.0)
     sp_div = jnp.where(t.seq_parallel > 0, tp, 1.0)

@@ -55,6 +55,7 @@ class GPUSpec(NamedTuple):
     fp8_matmul_eff: Array  # best achieved / peak for large fp8 GEMMs
     matmul_half_dim: Array  # GEMM dimension at which efficiency is half its maximum
     attn_eff: Array  # fused (flash) attention fwd+bwd achieved / bf16 peak, FLOPs counted as FlashAttention does
+    fused_attn_speedup: Array  # the vendor's architecture-specific attention kernel over FlashAttention-2 (1: none faster)
     mem_eff: Array  # achieved / peak HBM bandwidth for streaming kernels
     nvlink_eff: Array  # ring all-reduce bus bandwidth / nvlink_gbps
     nvls_eff: Array  # NVLS all-reduce bus bandwidth / (2 * nvlink_gbps)
@@ -114,6 +115,7 @@ class Training(NamedTuple):
     zero3_collectives_per_layer: Array  # ZeRO-3 all-gathers (reduce-scatters) per layer and pass
     seq_parallel: Array  # 1 = Megatron sequence parallelism with TP
     flash_attention: Array  # 1 = attention scores are never stored
+    fused_attention: Array  # 1 = Transformer Engine's cuDNN fused attention (FA3-class on Hopper), 0 = FlashAttention-2
     low_precision: Array  # GEMMs in 0 bf16/fp16, 1 fp8 or MXFP8, 2 NVFP4 (_config.PRECISION)
     grad_bytes: Array  # bytes per gradient element on the wire
     grad_compression: Array  # wire bytes / uncompressed bytes (1 = none)

@@ -243,6 +243,10 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     tr.seq_parallel = bool(_int(row, "sp", used, rule=int(year >= 2022 and lay.tp > 1)))
     tr.precision = precision
     tr.flash_attention = year >= 2023  # FlashAttention (2022) is standard in the 2023+ stacks
+    # Transformer Engine's cuDNN fused attention runs in Megatron-Core and NeMo (and cuDNN flash
+    # attention in the JAX stacks of NVIDIA's DGX Cloud recipes) from 2024; llm-foundry, torchtitan
+    # and the FSDP blog call FlashAttention-2 (directly or through PyTorch SDPA).
+    tr.fused_attention = year >= 2024 and bool(FUSED_ATTENTION_STACKS.search(_stack_text(row)))
     # Megatron-Core 2024 recipes overlap TP collectives (--tp-comm-overlap) and PP sends.
     tr.mp_comm_overlap = year >= 2024
     # Megatron-LM's asynchronous column-parallel backward all-reduce, on by default in the code
@@ -264,13 +268,21 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     return cfg, used
 
 
+# Sources whose software is Megatron-Core / NeMo / Transformer Engine, or NVIDIA's JAX recipes.
+FUSED_ATTENTION_STACKS = re.compile(r"nemo|megatron|nemotron|dgxc|maxtext|automodel", re.IGNORECASE)
+
+
+def _stack_text(row: dict) -> str:
+    return f"{row.get('source', '')} {row.get('container_or_version', '')}"
+
+
 LATEST_YEAR = 2026  # a "2048" in a source is a GPU count, not a year
 
 
 def source_year(row: dict) -> int:
     """The year of the software a row ran: the latest year its source names, or its container
     release (NeMo "26.08 NeMo Container", "nemo:25.04": 20YY); 2024 when none is named."""
-    text = f"{row.get('source', '')} {row.get('container_or_version', '')}"
+    text = _stack_text(row)
     years = [int(y) for y in re.findall(r"\b(20\d\d)\b", text)]
     years += [2000 + int(y) for y in re.findall(r"(?:\b|nemo:)(2[2-9])\.(?:0[1-9]|1[0-2])\b", text)]
     return max((y for y in years if y <= LATEST_YEAR), default=2024)
@@ -412,6 +424,9 @@ def report(df: pd.DataFrame, runs: Path) -> str:
               "- `inter_node=unknown_<X>gbps`: X Gbit/s per node over one RoCE NIC per GPU",
               "- MLP gated (SwiGLU) or not: whichever parameter count is nearer `params_b`",
               "- FlashAttention: on for sources from 2023 on, off before",
+              "- Fused attention (`fused_attention`, cuDNN / FlashAttention-3-class on Hopper): on for "
+              "Megatron-Core, NeMo, Nemotron, DGX Cloud (NeMo, MaxText) and Automodel sources from 2024 on; "
+              "FlashAttention-2 otherwise (llm-foundry, torchtitan, PyTorch FSDP)",
               "- TP/PP communication overlap (`mp_comm_overlap`): on for sources from 2024 on (Megatron-Core "
               "`--tp-comm-overlap`, `--overlap-p2p-communication`), off before",
               "- Column-parallel backward all-reduces behind the weight-gradient GEMMs (`tp_async_backward`): "
