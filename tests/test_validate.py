@@ -130,6 +130,24 @@ def test_every_placeable_source_is_guarded(predicted):
     assert placed <= set(BOUNDS)
 
 
+@pytest.fixture(scope="module")
+def predicted_dev2(compose):
+    return validate.run_validate(compose("task=validate"), validation_file("runs_dev2.csv"))
+
+
+def test_dev2_never_fitted_is_placed_and_guarded(predicted_dev2):
+    """runs_dev2.csv is not in the shipped fit: every row placed, and regression guards on its
+    error (shipped 2026-11-24: median 6.5 %, p90 30.7 %; H100 5.5 %, B200/GB200 26 % too fast)."""
+    df = predicted_dev2
+    assert df.predicted_iter_time_s.notna().all() and len(df) == 315
+    err = df.abs_pct_error
+    assert err.median() <= 7.5 and err.quantile(0.9) <= 33.0
+    assert err[df.gpu == "h100_sxm"].median() <= 6.5
+    signed = df.predicted_iter_time_s / df.measured_iter_time_s.astype(float) - 1.0
+    blackwell = signed[df.gpu.isin(["b200", "gb200"])]
+    assert abs(blackwell.median()) <= 0.30  # the specs-only path to Blackwell (README: 26 % too fast)
+
+
 def test_blank_sp_and_zero_follow_the_year_rules(compose):
     """sp and the asynchronous TP backward on from 2022, FSDP's one ZeRO-3 gather per layer from
     2022 (DeepSpeed's one per weight matrix before), distributed optimizer and DP overlap from

@@ -246,7 +246,7 @@ class ValidateConf:
 
 @dataclass
 class CalibrateConf:
-    # The runs to fit: paths or shipped file names; None: every shipped dense file (CALIBRATION_RUNS).
+    # The runs to fit: paths or shipped file names; None: tasks.calibrate.CALIBRATION_RUNS (runs_dev.csv).
     runs: Optional[list[str]] = None
     # Write the fitted values into the catalogs (conf/gpu/*.yaml, conf/training/*.yaml) and
     # the record conf/calibration.yaml: they become the shipped defaults.
