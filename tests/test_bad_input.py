@@ -26,8 +26,8 @@ TASKS = {
 @pytest.mark.parametrize("task", sorted(TASKS))
 @pytest.mark.parametrize("override,rule", EMPTY_SPACES)
 def test_a_space_without_a_valid_layout_names_the_rule(compose, tmp_path, task, override, rule):
-    if task == "syncwall":  # it sweeps the counts of syncwall.n_gpus
-        override = override.replace("space.n_gpus", "syncwall.n_gpus")
+    if task == "syncwall":  # it sweeps the counts of syncwall.n_gpus, and its messages name that key
+        override, rule = (s.replace("space.n_gpus", "syncwall.n_gpus") for s in (override, rule))
     cfg = compose(f"task={task}", override, "sweep.progress=false")
     with pytest.raises(jctopt.ConfigError, match="no valid layout for model=gpt3_175b") as err:
         TASKS[task](cfg, tmp_path)
@@ -143,3 +143,61 @@ def test_gradient_n_gpus_max_at_or_below_one_replica_names_the_key(compose, valu
 
     with pytest.raises(jctopt.ConfigError, match=r"^gradient\.n_gpus_max=.*\(tp x pp x cp = 128\)"):
         gradient.run_gradient(compose("task=gradient", f"gradient.n_gpus_max={value}"))
+
+
+def test_an_empty_space_leaves_no_sweep_directory_behind(compose, tmp_path):
+    with pytest.raises(jctopt.ConfigError, match="no valid layout"):
+        sweep.run_sweep(compose("task=sweep", "space.tp=[5]", "sweep.progress=false"), tmp_path / "out")
+    assert not (tmp_path / "out" / "configs.parquet").exists()
+
+
+def test_optimize_over_a_space_without_a_valid_layout_names_the_rule(compose):
+    from jctopt.tasks import optimize
+
+    with pytest.raises(jctopt.ConfigError, match="no valid layout .* space.tp must divide model.n_heads=96"):
+        optimize.run_optimize(compose("task=optimize", "space.tp=[5]", "optimize.n_trials=4", "optimize.progress=false"))
+
+
+def _cli(tmp_path, *args):
+    return subprocess.run([sys.executable, "-c", "from jctopt.app import main; main()", *args,
+                           f"hydra.run.dir={tmp_path}/run", f"hydra.sweep.dir={tmp_path}/multi"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("args,message", [
+    (("task=estimate", "+layout.tpp=8"), "layout.tpp is not a configuration key: one of n_gpus, tp, pp"),
+    (("task=sweep", "space.gpu=[]"), "space.gpu=[] is not allowed: at least one of a100_40gb, "),
+    (("task=sweep", "space.fabric=[]"), "space.fabric=[] is not allowed: at least one of eth100_tcp, "),
+    (("task=syncwall", "syncwall.n_gpus=abc"), "syncwall.n_gpus='abc' is not allowed"),
+    (("task=deadline", "deadline.scale_up=[0]"), "deadline.scale_up=[0] is not allowed: a list of integers >= 1"),
+])
+def test_cli_names_the_bad_key_and_what_is_allowed(tmp_path, args, message):
+    out = _cli(tmp_path, *args)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert message in out.stderr
+
+
+def test_a_bad_job_of_a_multirun_is_reported_and_the_others_run(tmp_path):
+    out = _cli(tmp_path, "-m", "task=estimate", "layout.n_gpus=1000,512")
+    assert out.returncode == 0 and "Traceback" not in out.stderr
+    assert "configuration error in job 0 (layout.n_gpus=1000" in out.stderr and "a multiple of tp*pp*cp=128" in out.stderr
+    assert (tmp_path / "multi" / "0" / "error.txt").is_file()
+    assert (tmp_path / "multi" / "1" / "estimate.json").is_file()
+
+
+def test_procure_when_nothing_fits_says_so_and_still_plots(compose, tmp_path):
+    cfg = compose("task=procure", "model=gpt_1008b", "space.n_gpus=[64]", "sweep.progress=false")
+    df = procure.run_procure(cfg)
+    assert not df.meets_deadline.any() and df.days.isna().all()
+    assert procure.verdict(df, 30.0).startswith("nothing in the space runs this model on h100_sxm, b200")
+    assert procure.plot(df, 30.0, tmp_path / "p.png").stat().st_size > 0
+
+
+def test_syncwall_when_nothing_fits_says_so(compose, tmp_path, capsys):
+    syncwall.main(compose("task=syncwall", "model=gpt_1008b", "syncwall.n_gpus=[64]", "sweep.progress=false"), tmp_path)
+    assert "nothing fits: no configuration of gpt_1008b runs at syncwall.n_gpus=[64]" in " ".join(capsys.readouterr().out.split())
+
+
+def test_deadline_scale_up_empty_tries_the_space_counts_only(compose):
+    assert deadline.scale_up(compose("task=deadline", "deadline.scale_up=[]")) == []
+    assert deadline.scale_up(compose("task=deadline")) == [2, 4, 8]

@@ -8,7 +8,9 @@ pytree that the JAX model consumes.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import typing
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -275,6 +277,22 @@ class AppConf:
     optimize: OptimizeConf = field(default_factory=OptimizeConf)
     validate: ValidateConf = field(default_factory=ValidateConf)
     calibrate: CalibrateConf = field(default_factory=CalibrateConf)
+
+
+def unknown_keys(cfg: DictConfig, schema: type = AppConf, prefix: str = "") -> list[tuple[str, list[str]]]:
+    """(dotted key, the keys its group allows) for every key the schema does not have: a key
+    added with Hydra's ``+`` (``+layout.tpp=8``) bypasses the structured config's own check."""
+    hints = typing.get_type_hints(schema)
+    allowed = [f.name for f in dataclasses.fields(schema)]
+    out = []
+    for key in cfg.keys():
+        if key == "hydra":
+            continue
+        if key not in hints:
+            out.append((prefix + str(key), allowed))
+        elif dataclasses.is_dataclass(hints[key]) and isinstance(cfg[key], DictConfig):
+            out += unknown_keys(cfg[key], hints[key], f"{prefix}{key}.")
+    return out
 
 
 def register_configs() -> None:

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from ._cache import enable_compile_cache
-from ._config import ConfigError, register_configs
+from ._config import ConfigError, register_configs, unknown_keys
 from ._resources import CONF_DIR
 from .tasks import calibrate, deadline, estimate, gradient, optimize, procure, sweep, syncwall, validate
 
@@ -31,8 +32,17 @@ def _app(cfg: DictConfig) -> None:
     try:
         if name not in TASKS:
             raise ConfigError(f"task={name!r} is not allowed: one of {', '.join(sorted(TASKS))}")
+        for key, allowed in unknown_keys(cfg):
+            raise ConfigError(f"{key} is not a configuration key: one of {', '.join(allowed)}")
         TASKS[name](cfg, run_dir)
     except ConfigError as err:
+        if HydraConfig.get().mode == RunMode.MULTIRUN:
+            # One bad job of a multirun is reported and skipped; the other jobs still run.
+            job = HydraConfig.get().job
+            print(f"configuration error in job {job.num} ({' '.join(job.override_dirname.split(','))}): {err}",
+                  file=sys.stderr)
+            (run_dir / "error.txt").write_text(f"configuration error: {err}\n")
+            return
         print(f"configuration error: {err}", file=sys.stderr)
         sys.exit(2)
 

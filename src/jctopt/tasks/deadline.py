@@ -15,9 +15,10 @@ import pandas as pd
 from omegaconf import DictConfig
 from rich.console import Console
 
+from .._config import ConfigError
 from .._search import catalog, configured, search
-from ._output import json_row, layout_label, pyplot, save_plot
 from .._space import int_axis
+from ._output import json_row, layout_label, pyplot, save_plot
 
 
 def frontier(cfg: DictConfig) -> pd.DataFrame:
@@ -34,11 +35,20 @@ def cheapest(front: pd.DataFrame) -> pd.Series | None:
     return None if ok.empty else ok.sort_values(["cost_usd", "jct_s"]).iloc[0]
 
 
+def scale_up(cfg: DictConfig) -> list[int]:
+    """``deadline.scale_up`` checked: integer factors >= 1 on the largest GPU count ([] = none)."""
+    factors = list(cfg.deadline.scale_up)
+    if not all(isinstance(k, int) and not isinstance(k, bool) and k >= 1 for k in factors):
+        raise ConfigError(f"deadline.scale_up={factors!r} is not allowed: a list of integers >= 1 (factors on the "
+                          "largest space.n_gpus), or [] to try the space's counts only")
+    return factors
+
+
 def what_it_would_take(cfg: DictConfig) -> pd.Series | None:
     """The cheapest configuration meeting the deadline when the space grows: every catalog
     GPU type and fabric, and up to ``max(deadline.scale_up)`` x the largest GPU count."""
     counts = int_axis("n_gpus", cfg.space.n_gpus)
-    bigger = sorted(set(counts.tolist()) | {int(counts.max()) * k for k in cfg.deadline.scale_up})
+    bigger = sorted(set(counts.tolist()) | {int(counts.max()) * k for k in scale_up(cfg)})
     wide = configured(cfg, space__gpu=catalog("gpu", cfg.cluster.gpus_per_node), space__fabric=catalog("fabric"),
                       space__n_gpus=bigger)
     best = search(wide, "top_k", "cost_usd", top_k=1, max_days=float(cfg.job.deadline_days))
@@ -48,6 +58,7 @@ def what_it_would_take(cfg: DictConfig) -> pd.Series | None:
 def run_deadline(cfg: DictConfig) -> tuple[pd.DataFrame, dict]:
     """(frontier, answer): ``answer["best"]`` is the cheapest configuration meeting the deadline,
     or None with ``answer["fastest"]`` and ``answer["would_take"]`` when nothing does."""
+    scale_up(cfg)  # a bad value is named before any search
     front = frontier(cfg)
     best = cheapest(front)
     answer = {"deadline_days": float(cfg.job.deadline_days), "best": None if best is None else json_row(best)}
@@ -94,11 +105,12 @@ def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
         console.print(f"[red]nothing in the space meets {d:g} days[/red]")
         if answer.get("fastest"):
             console.print(f"fastest in the space: {describe(answer['fastest'])}")
+        larger = max(scale_up(cfg), default=1) > 1
+        counts = f"up to {max(scale_up(cfg))}x the GPUs" if larger else "the space's GPU counts (deadline.scale_up adds none)"
         if answer.get("would_take"):
-            console.print(f"what it would take (every GPU type and fabric, up to "
-                          f"{max(cfg.deadline.scale_up)}x the GPUs): {describe(answer['would_take'])}")
+            console.print(f"what it would take (every GPU type and fabric, {counts}): {describe(answer['would_take'])}")
         else:
-            console.print("even every catalog GPU and fabric with more GPUs does not meet it")
+            console.print(f"even every catalog GPU type and fabric, at {counts}, does not meet it")
     front.to_parquet(run_dir / "frontier.parquet", index=False)
     (run_dir / "best.json").write_text(json.dumps(answer, indent=2))
     plot(front, answer, run_dir / "frontier.png")

@@ -36,7 +36,7 @@ from rich.progress import Progress
 from .._config import PRECISION, RECOMPUTE, ConfigError, to_config
 from .._engine import _stack, ckpt_arrays, with_choices
 from .._jct import Reason, estimate_batch
-from .._space import OPTIMAL, _ckpt_values, gpu_overrides, int_axis
+from .._space import OPTIMAL, _ckpt_values, build_space, gpu_overrides, int_axis
 from .._types import FabricSpec, GPUSpec, Layout
 
 PENALTY = 1e30  # objective of a masked configuration (ranked below every real one)
@@ -154,6 +154,8 @@ def run_optimize(cfg: DictConfig, console: Console | None = None) -> tuple[optun
         raise ConfigError(f"optimize.mode={o.mode!r} is not allowed: single | multi")
     if not (o.n_trials >= 1 and o.batch_size >= 1):
         raise ConfigError(f"optimize.n_trials={o.n_trials}, optimize.batch_size={o.batch_size}: both must be >= 1")
+    # The exact space's rules first: a space with no valid layout is a ConfigError naming the rule.
+    build_space(cfg.space, cfg.model, int(cfg.training.global_batch), int(cfg.cluster.gpus_per_node))
     axes = search_axes(cfg)
     evaluate = Evaluator(cfg, axes, int(o.batch_size))
     deadline_s = float(cfg.job.deadline_days) * 86400.0

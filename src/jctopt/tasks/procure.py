@@ -59,6 +59,9 @@ def run_procure(cfg: DictConfig) -> pd.DataFrame:
                  price_per_gpu_hour=r["cost_usd"] / r["gpu_hours"])
         rows.append(r)
     df = pd.DataFrame(rows)
+    for col in ["n_gpus", "days"] + OUTPUT_COLUMNS:  # absent when no GPU type has a configuration that runs
+        if col not in df:
+            df[col] = np.nan
     df["gpu"] = df["gpu"].astype(str)
     for col in ("fabric", "recompute", "precision", "ckpt_policy", "reason"):
         if col in df:
@@ -83,6 +86,10 @@ def run_procure(cfg: DictConfig) -> pd.DataFrame:
 
 def verdict(df: pd.DataFrame, deadline_days: float) -> str:
     ok = df[df.meets_deadline]
+    if not np.isfinite(df.days.to_numpy(float)).any():
+        return (f"nothing in the space runs this model on {', '.join(df.gpu)}: every configuration is masked "
+                "(it does not fit in memory, or no layout divides); widen space.n_gpus or the layout axes, or see "
+                "`jctopt task=sweep` for each configuration's reason")
     if ok.empty:
         return (f"no GPU type meets the {deadline_days:g}-day deadline within the space; see "
                 "`jctopt task=deadline` for what it would take")

@@ -52,12 +52,15 @@ def run_syncwall(cfg: DictConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
     sw = cfg.syncwall
     if not 0 < sw.min_marginal_eff <= 1:
         raise ConfigError(f"syncwall.min_marginal_eff={sw.min_marginal_eff!r} is not allowed: a fraction in (0, 1]")
-    counts = int_axis("n_gpus", sw.n_gpus).tolist()
-    base = configured(cfg, space__n_gpus=counts)
-    parts = []
-    for family, changes in (("hybrid", {}), ("pure_dp", PURE_DP)):
-        best = search(configured(base, **changes), "best_per_group", "jct_s", group_by=("gpu", "fabric", "n_gpus"))
-        parts.append(best.assign(family=family))
+    try:  # the counts are syncwall.n_gpus: errors about them name that key, not space.n_gpus
+        counts = int_axis("n_gpus", sw.n_gpus).tolist()
+        base = configured(cfg, space__n_gpus=counts)
+        parts = []
+        for family, changes in (("hybrid", {}), ("pure_dp", PURE_DP)):
+            best = search(configured(base, **changes), "best_per_group", "jct_s", group_by=("gpu", "fabric", "n_gpus"))
+            parts.append(best.assign(family=family))
+    except ConfigError as err:
+        raise ConfigError(str(err).replace("space.n_gpus", "syncwall.n_gpus")) from None
     points = pd.concat(parts, ignore_index=True)
     points["gpu"], points["fabric"] = points.gpu.astype(str), points.fabric.astype(str)
     points = points.sort_values(CURVE + ["n_gpus"], ignore_index=True)
@@ -93,7 +96,8 @@ def plot(points: pd.DataFrame, summary: pd.DataFrame, path: Path) -> Path:
     ax.set_xlabel("GPUs")
     ax.set_ylabel("expected JCT (days)")
     ax.set_title("sync wall (X): past it, more GPUs make the job slower")
-    ax.legend(fontsize=7)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
     return save_plot(fig, path)
 
 
@@ -104,6 +108,10 @@ def _days(seconds: float) -> str:
 def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
     console = Console()
     points, summary = run_syncwall(cfg)
+    if points.empty:
+        console.print(f"[red]nothing fits: no configuration of {cfg.model.name} runs at syncwall.n_gpus="
+                      f"{int_axis('n_gpus', cfg.syncwall.n_gpus).tolist()} on any GPU and fabric of the space "
+                      "(memory or layout); try larger GPU counts[/red]")
     table = Table(title=f"{cfg.model.name}: sync wall per GPU x fabric (marginal efficiency < "
                         f"{cfg.syncwall.min_marginal_eff:g} from the count shown)")
     for col in ("layouts", "gpu", "fabric", "sync wall (GPUs)", "fastest", "diminishing from"):
