@@ -179,7 +179,8 @@ def test_cli_names_the_bad_key_and_what_is_allowed(tmp_path, args, message):
 
 def test_a_bad_job_of_a_multirun_is_reported_and_the_others_run(tmp_path):
     out = _cli(tmp_path, "-m", "task=estimate", "layout.n_gpus=1000,512")
-    assert out.returncode == 0 and "Traceback" not in out.stderr
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "1 job(s) of the multirun stopped on a configuration error" in out.stderr
     assert "configuration error in job 0 (layout.n_gpus=1000" in out.stderr and "a multiple of tp*pp*cp=128" in out.stderr
     assert (tmp_path / "multi" / "0" / "error.txt").is_file()
     assert (tmp_path / "multi" / "1" / "estimate.json").is_file()
@@ -201,3 +202,18 @@ def test_syncwall_when_nothing_fits_says_so(compose, tmp_path, capsys):
 def test_deadline_scale_up_empty_tries_the_space_counts_only(compose):
     assert deadline.scale_up(compose("task=deadline", "deadline.scale_up=[]")) == []
     assert deadline.scale_up(compose("task=deadline")) == [2, 4, 8]
+
+
+def test_blank_cells_read_as_nan_take_their_documented_defaults(compose):
+    """A runs file mixing dense and MoE rows leaves inter_node or attention blank (NaN): the
+    reference fabric and GQA, not 'nan is not modelled'."""
+    import pandas as pd
+
+    from jctopt._resources import validation_file
+    from jctopt.tasks import validate
+
+    row = pd.read_csv(validation_file("runs_moe_dev.csv")).iloc[0].to_dict()
+    row.update(inter_node=float("nan"), attention=float("nan"), kv_lora_rank=float("nan"))
+    cfg, used = validate.row_config(compose("task=validate"), row)
+    assert cfg.fabric.name == validate.REFERENCE_FABRIC[cfg.gpu.name] and "inter_node" in used
+    assert cfg.model.kv_lora_rank == 0  # GQA

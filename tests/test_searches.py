@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jctopt.tasks import deadline, procure, syncwall
 from jctopt._search import configured, search
+from jctopt.tasks import deadline, procure, syncwall
 
 SMALL = ["model=gpt3_175b", "space.gpu=[h100_sxm,b200]", "space.fabric=[ib_ndr400,roce400]",
          "space.n_gpus=128:2048:x2", "space.tp=[2,4,8]", "space.pp=[4,8]", "space.vpp=[1,2]",

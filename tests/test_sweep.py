@@ -196,7 +196,8 @@ def test_billion_point_space_is_lazy(compose):
 
 @pytest.mark.parametrize("key,value,needle", [
     ("space.tp", "[3,0]", "space.tp"), ("space.n_gpus", "divisors", "space.n_gpus"),
-    ("space.pp", "'8:1:2'", "space.pp"), ("space.gpu", "[h100_sxm,tpu_v9]", "gpu='tpu_v9'"),
+    ("space.pp", "'8:1:2'", "space.pp"),
+    ("space.gpu", "[h100_sxm,tpu_v9]", "space.gpu entry 'tpu_v9' is not allowed: one of a100_40gb"),
     ("space.recompute", "[some]", "space.recompute"), ("space.ckpt_interval_s", "[-5]", "space.ckpt_interval_s"),
     ("sweep.keep", "best", "sweep.keep"), ("sweep.group_by", "[model]", "sweep.group_by"),
 ])

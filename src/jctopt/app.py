@@ -8,13 +8,24 @@ from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from ._cache import enable_compile_cache
 from ._config import ConfigError, register_configs, unknown_keys
 from ._resources import CONF_DIR
-from .tasks import calibrate, deadline, estimate, gradient, optimize, procure, sweep, syncwall, validate
+from .tasks import (
+    calibrate,
+    deadline,
+    estimate,
+    gradient,
+    optimize,
+    procure,
+    sweep,
+    syncwall,
+    validate,
+)
 
 TASKS = {"calibrate": calibrate.main, "deadline": deadline.main, "estimate": estimate.main, "gradient": gradient.main, "optimize": optimize.main, "procure": procure.main, "sweep": sweep.main, "syncwall": syncwall.main,
          "validate": validate.main}
@@ -45,6 +56,18 @@ def _app(cfg: DictConfig) -> None:
             return
         print(f"configuration error: {err}", file=sys.stderr)
         sys.exit(2)
+
+
+class FailedJobs(Callback):
+    """After a multirun: name the jobs that stopped on a configuration error (their run
+    directories hold error.txt) and exit 2, as a single bad run does."""
+
+    def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
+        failed = sorted(Path(config.hydra.sweep.dir).glob("*/error.txt"))
+        if failed:
+            print(f"{len(failed)} job(s) of the multirun stopped on a configuration error: "
+                  f"{', '.join(str(p.parent) for p in failed)}", file=sys.stderr)
+            sys.exit(2)
 
 
 def main() -> None:

@@ -18,8 +18,8 @@ from rich.console import Console
 from rich.table import Table
 
 from .._config import ConfigError
-from .._space import int_axis
 from .._search import configured, search
+from .._space import int_axis
 from ._output import pyplot, save_plot
 
 CURVE = ["family", "gpu", "fabric"]

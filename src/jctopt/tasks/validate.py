@@ -170,7 +170,8 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     except ConfigError:
         raise RowError(f"gpu={row['gpu']!r} is not in the catalog (conf/gpu)") from None
     precision = row_precision(row["precision"])
-    inter = str(row.get("inter_node") or "unknown")
+    # A blank cell (read as NaN) is "unknown": the GPU's reference fabric.
+    inter = "unknown" if _blank(row.get("inter_node")) else str(row["inter_node"])
     gpn = _int(row, "gpus_per_node", used, rule=int(cfg.gpu.nvlink_domain))
     if inter in FABRICS:
         fabric, gbit, nics = FABRICS[inter]
@@ -294,7 +295,7 @@ def _moe_columns(m: DictConfig, row: dict, used: list[str]) -> None:
         m.n_experts, m.top_k = 1, 1
         return
     m.n_experts, m.top_k = _int(row, "experts", used), _int(row, "top_k", used)
-    attention = str(row.get("attention") or "gqa").strip().lower()
+    attention = "gqa" if _blank(row.get("attention")) else str(row["attention"]).strip().lower()
     if attention not in ("gqa", "mla"):
         raise RowError(f"attention={row.get('attention')!r} is not modelled (gqa, mla)")
     if not _blank(row.get("etp")) and int(float(row["etp"])) != 1:
