@@ -454,11 +454,13 @@ def as_dict(value: Any) -> dict:
 def load_option(group: str, name: str) -> DictConfig:
     """One catalog entry, e.g. ``load_option("gpu", "b200")``, typed by its schema."""
     schema = {"gpu": GPUConf, "fabric": FabricConf}[group]
-    path = CONF_DIR / group / f"{name}.yaml"
-    if not path.is_file():
-        options = sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
-        raise ConfigError(f"{group}={name!r} is not allowed: one of {', '.join(options)}")
-    return OmegaConf.merge(OmegaConf.structured(schema), OmegaConf.load(path))
+    # Looked up among the catalog's names, never built into a path: any string (a long or
+    # odd cell of a runs file) is either a catalog entry or a ConfigError.
+    options = sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+    if name not in options:
+        shown = name if len(str(name)) <= 60 else f"{str(name)[:57]}..."
+        raise ConfigError(f"{group}={shown!r} is not allowed: one of {', '.join(options)}")
+    return OmegaConf.merge(OmegaConf.structured(schema), OmegaConf.load(CONF_DIR / group / f"{name}.yaml"))
 
 
 def compose(overrides: list[str] | None = None) -> DictConfig:

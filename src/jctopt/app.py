@@ -40,10 +40,13 @@ def _app(cfg: DictConfig) -> None:
     enable_compile_cache(cfg.compile_cache)
     name = cfg.task.name
     run_dir = Path(HydraConfig.get().runtime.output_dir)
+    (run_dir / "error.txt").unlink(missing_ok=True)  # a rerun into the same directory starts clean
     try:
         if name not in TASKS:
             raise ConfigError(f"task={name!r} is not allowed: one of {', '.join(sorted(TASKS))}")
-        for key, allowed in unknown_keys(cfg):
+        unknown = unknown_keys(cfg)
+        if unknown:
+            key, allowed = unknown[0]
             raise ConfigError(f"{key} is not a configuration key: one of {', '.join(allowed)}")
         TASKS[name](cfg, run_dir)
     except ConfigError as err:

@@ -115,6 +115,11 @@ def _blank(v) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v)) or (isinstance(v, str) and not v.strip())
 
 
+# Integer columns that may be 0; every other integer column (sizes, counts, parallel degrees) is >= 1.
+COUNTS_FROM_ZERO = {"zero_stage", "sp", "shared_experts", "dense_layers", "mtp_layers", "q_lora_rank",
+                    "qk_rope_head_dim"}
+
+
 def _int(row, key, used: list[str], rule: int | None = None) -> int:
     """``row[key]`` as an integer; where blank, ``rule`` (this row's value of the documented
     rule in DEFAULTS[key]) or else the fixed default of DEFAULTS[key]."""
@@ -133,6 +138,8 @@ def _int(row, key, used: list[str], rule: int | None = None) -> int:
         raise RowError(f"{key}={v!r} is not a number") from None
     if not number.is_integer():
         raise RowError(f"{key}={v!r} is not an integer")
+    if number < (0 if key in COUNTS_FROM_ZERO else 1):
+        raise RowError(f"{key}={v!r} is not allowed: an integer >= {0 if key in COUNTS_FROM_ZERO else 1}")
     return int(number)
 
 
@@ -143,7 +150,10 @@ def _glu(row, layers, hidden, ffn, heads, kv, vocab) -> tuple[int, str]:
     counts = {g: (layers * (attn + (3 if g else 2) * hidden * ffn) + vocab * hidden) / 1e9 for g in (0, 1)}
     if _blank(row.get("params_b")):
         return int(ffn != 4 * hidden), "glu inferred from ffn_hidden != 4 hidden (params_b blank)"
-    target = float(row["params_b"])
+    try:
+        target = float(row["params_b"])
+    except ValueError:
+        raise RowError(f"params_b={row['params_b']!r} is not a number") from None
     g = min(counts, key=lambda k: abs(counts[k] - target))
     return g, ""
 
@@ -213,10 +223,11 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
 
     lay, tr = cfg.layout, cfg.training
     lay.n_gpus = _int(row, "num_gpus", used)
-    if _blank(row.get("tp")) and _blank(row.get("pp")) and not _blank(row.get("dp")):
+    dp = None if _blank(row.get("dp")) else _int(row, "dp", [])  # text or inf: that row's reason
+    if _blank(row.get("tp")) and _blank(row.get("pp")) and dp is not None:
         used.append("tp")
         lay.tp = 8
-        model_parallel, rest = divmod(lay.n_gpus, int(float(row["dp"])) * 8)
+        model_parallel, rest = divmod(lay.n_gpus, dp * 8)
         if rest:
             raise RowError(f"tp and pp blank and num_gpus={lay.n_gpus} is not a multiple of dp x 8")
         lay.pp = model_parallel
@@ -225,8 +236,8 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     lay.cp, lay.ep, lay.vpp = (_int(row, k, used) for k in ("cp", "ep", "vpp"))
     if lay.pp == 1 and lay.vpp > 1:
         raise RowError(f"vpp={lay.vpp} with pp=1")
-    if not _blank(row.get("dp")) and int(float(row["dp"])) * lay.tp * lay.pp * lay.cp != lay.n_gpus:
-        raise RowError(f"dp x tp x pp x cp = {int(float(row['dp']))} x {lay.tp} x {lay.pp} x {lay.cp} != "
+    if dp is not None and dp * lay.tp * lay.pp * lay.cp != lay.n_gpus:
+        raise RowError(f"dp x tp x pp x cp = {dp} x {lay.tp} x {lay.pp} x {lay.cp} != "
                        f"num_gpus={lay.n_gpus}")
     tr.global_batch = _int(row, "global_batch", used)
     tr.micro_batch = _int(row, "micro_batch", used)
@@ -298,7 +309,7 @@ def _moe_columns(m: DictConfig, row: dict, used: list[str]) -> None:
     attention = "gqa" if _blank(row.get("attention")) else str(row["attention"]).strip().lower()
     if attention not in ("gqa", "mla"):
         raise RowError(f"attention={row.get('attention')!r} is not modelled (gqa, mla)")
-    if not _blank(row.get("etp")) and int(float(row["etp"])) != 1:
+    if not _blank(row.get("etp")) and _int(row, "etp", []) != 1:
         raise RowError(f"etp={row['etp']!r}: expert tensor parallelism is not modelled")
     if not _blank(row.get("qk_head_dim")):
         m.head_dim = _int(row, "qk_head_dim", used)
