@@ -451,12 +451,17 @@ def as_dict(value: Any) -> dict:
     return OmegaConf.to_container(value, resolve=True) if isinstance(value, DictConfig) else dict(value or {})
 
 
+def catalog_names(group: str) -> list[str]:
+    """The entries of a catalog group (``conf/<group>/*.yaml``), sorted."""
+    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+
+
 def load_option(group: str, name: str) -> DictConfig:
     """One catalog entry, e.g. ``load_option("gpu", "b200")``, typed by its schema."""
     schema = {"gpu": GPUConf, "fabric": FabricConf}[group]
     # Looked up among the catalog's names, never built into a path: any string (a long or
     # odd cell of a runs file) is either a catalog entry or a ConfigError.
-    options = sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+    options = catalog_names(group)
     if name not in options:
         shown = name if len(str(name)) <= 60 else f"{str(name)[:57]}..."
         raise ConfigError(f"{group}={shown!r} is not allowed: one of {', '.join(options)}")

@@ -8,9 +8,8 @@ import copy
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
-from ._config import load_option
+from ._config import catalog_names, load_option
 from ._engine import build, reduce_rows
-from ._resources import CONF_DIR
 
 
 def configured(cfg: DictConfig, **dotted) -> DictConfig:
@@ -33,7 +32,7 @@ def search(cfg: DictConfig, keep: str, objective: str = "cost_usd", top_k: int =
 
 def catalog(group: str, gpus_per_node: int | None = None) -> list[str]:
     """Every catalog entry of ``group`` (GPUs: those whose NVLink domain fits the node size)."""
-    names = sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+    names = catalog_names(group)
     if group == "gpu" and gpus_per_node:
         names = [n for n in names if load_option("gpu", n).nvlink_domain % gpus_per_node == 0]
     return names

@@ -26,8 +26,7 @@ import numpy as np
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from . import _pipeline as pipeline
-from ._config import PRECISION, RECOMPUTE, ConfigError, as_dict, load_option
-from ._resources import CONF_DIR
+from ._config import PRECISION, RECOMPUTE, ConfigError, as_dict, catalog_names, load_option
 
 INNER_AXES = ("gpu", "fabric", "precision", "recompute", "zero_stage", "ckpt_interval_s")
 SPLIT_AXES = ("tp", "pp", "cp", "ep", "vpp", "micro_batch", "accum")
@@ -81,10 +80,6 @@ def int_axis(key: str, spec: Any, model: Mapping[str, int] | None = None) -> np.
     if not values or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values):
         raise ConfigError(f"space.{key}={spec!r} is not allowed: a non-empty set of positive integers")
     return np.unique(np.asarray(values, dtype=np.int64))
-
-
-def _catalog(group: str) -> tuple[str, ...]:
-    return tuple(sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml")))
 
 
 def _choices(key: str, values: Any, allowed: Mapping | tuple) -> list:
@@ -200,8 +195,8 @@ def build_space(space: DictConfig, model: DictConfig, global_batch: int, gpus_pe
     ok = np.logical_and.reduce(list(_model_rules(dims, splits).values()))
     raw, splits = splits, {k: v[ok] for k, v in splits.items()}
 
-    gpus = _choices("gpu", space.gpu, _catalog("gpu"))
-    fabrics = _choices("fabric", space.fabric, _catalog("fabric"))
+    gpus = _choices("gpu", space.gpu, tuple(catalog_names("gpu")))
+    fabrics = _choices("fabric", space.fabric, tuple(catalog_names("fabric")))
     for name in gpus:
         g = load_option("gpu", name)  # raises on an unknown name
         if gpus_per_node is not None and g.nvlink_domain % gpus_per_node:

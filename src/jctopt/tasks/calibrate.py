@@ -29,7 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
 from .. import _calibrate as Cal
-from .._config import ConfigError, load_option
+from .._config import ConfigError, catalog_names, load_option
 from .._resources import CONF_DIR
 from .._types import stack
 from .validate import place_rows, read_runs, runs_path
@@ -85,7 +85,7 @@ def _pct(pred, measured) -> np.ndarray:
 
 
 def catalog_gpus() -> list[str]:
-    return sorted(p.stem for p in (CONF_DIR / "gpu").glob("*.yaml"))
+    return catalog_names("gpu")
 
 
 def die_of(gpu: str) -> str:
