@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+from . import _quantization as Q
 from ._types import GPUSpec, ModelSpec, Training
 
 
@@ -154,11 +155,20 @@ def dense_peak_tflops(g: GPUSpec, t: Training):
                      jnp.where(t.low_precision >= 1, g.peak_fp8_tflops, g.peak_bf16_tflops))
 
 
+# The NVFP4 pre-training recipe keeps about 16 % of the linear layers in BF16 for stability
+# (NVIDIA 2025, "Pretraining LLMs with NVFP4", arXiv:2509.25149: selective high-precision layers).
+NVFP4_BF16_SHARE = 0.16
+
+
 def matmul_peak_flops(g: GPUSpec, t: Training):
     """Achievable GEMM FLOP/s for large shapes: peak x best measured fraction (MAMF). NVFP4
-    GEMMs are taken to reach fp8's fraction of their own peak (no fp4 MAMF is published)."""
+    GEMMs are taken to reach fp8's fraction of their own peak (no fp4 MAMF is published); the
+    recipe's BF16 share of the layers runs at the bf16 rate (the rates combine harmonically)."""
     eff = jnp.where(t.low_precision >= 1, g.fp8_matmul_eff, g.matmul_eff)
-    return 1e12 * dense_peak_tflops(g, t) * eff
+    rate = 1e12 * dense_peak_tflops(g, t) * eff
+    bf16 = 1e12 * g.peak_bf16_tflops * g.matmul_eff
+    nvfp4 = 1.0 / ((1.0 - NVFP4_BF16_SHARE) / rate + NVFP4_BF16_SHARE / bf16)
+    return jnp.where(t.low_precision >= 2, nvfp4, rate)
 
 
 def gemm_time(m_dim, k_dim, n_dim, flops_per_s, g: GPUSpec, bytes_per_el=2.0):
@@ -277,7 +287,16 @@ def microbatch_compute_time(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, layer
     recompute = jnp.where(t.recompute >= 2, gemm + core + elem, jnp.where(t.recompute >= 1, core, 0.0))
     per_layer = 3.0 * (gemm + elem) + (1.0 + core_backward_factor(t)) * core + recompute
     tokens = t.micro_batch * t.seq_len / cp
-    logits = 3.0 * gemm_time(tokens, m.hidden, m.vocab / tp, matmul_peak_flops(g, t), g)
+    # Low-precision recipes quantize each GEMM input forward (again when recomputing) and each
+    # output gradient backward, through HBM (_quantization).
+    qkv_width = attention_params(m) / m.hidden - m.n_heads * m.v_head_dim
+    q_fwd, q_bwd = Q.quantized_elements_per_token(m, t, tp, qkv_width, mlp_width_per_token(m))
+    recompute_full = jnp.where(t.recompute >= 2, 1.0, 0.0)
+    per_layer += Q.cast_bytes_per_element(t) * tokens * ((1.0 + recompute_full) * q_fwd + q_bwd) / hbm_rate(g)
+    # The output layer stays in bf16 under fp8 and fp4 recipes: Transformer Engine's autocast
+    # covers the transformer layers, Megatron-Core's output layer is a plain bf16 linear.
+    bf16 = t._replace(low_precision=jnp.zeros_like(t.low_precision))
+    logits = 3.0 * gemm_time(tokens, m.hidden, m.vocab / tp, matmul_peak_flops(g, bf16), g)
     # Cross-entropy over tokens x V/tp logits, memory bound: upcast to fp32, max and sum-exp
     # reads, the fp32 softmax kept for backward, the bf16 gradient written: ~20 bytes per
     # logit (engineering estimate; Megatron's vocab-parallel cross-entropy keeps fp32 logits).

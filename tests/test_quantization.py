@@ -1,0 +1,106 @@
+"""Low-precision recipes: the casts that feed fp8/fp4 GEMMs, priced by HBM, and the bf16 output
+layer, against hand-computed values."""
+
+import pytest
+
+from jctopt import _compute as C
+from jctopt import _quantization as Q
+from jctopt._jct import Reason, estimate
+
+# Llama 3 8B: h 4096, 32 heads of 128, 8 KV heads, SwiGLU width 14336, vocabulary 128,256.
+H, HEADS, KV, D, FFN, V = 4096, 32, 8, 128, 14336, 128256
+
+
+def _time(cfg, tp=2.0, last=0.0):
+    return float(C.microbatch_compute_time(cfg.model, cfg.gpu, cfg.train, tp, 1.0, 1.0, last))
+
+
+def _hbm(g):
+    return 1e12 * float(g.hbm_tbps) * float(g.mem_eff)
+
+
+@pytest.mark.parametrize("precision, bytes_per_element", [("fp8", 2 + 1 + 1 + 2 / 32), ("mxfp8", 2 + 1 + 1 + 2 / 32),
+                                                          ("nvfp4", 2 + 0.5 + 0.5 + 2 / 16)])
+def test_one_layer_pays_the_casts_of_its_gemm_operands(config, precision, bytes_per_element):
+    """Llama 3 8B layer, tp 2 with SP, micro-batch 1 x 8192 tokens, no recompute. Quantized per
+    token: forward QKV input h/2 + attention-output input 4096/2 + MLP-up input h/2 + MLP-down
+    input 14336/2 = 13,312; backward QKV output gradient (4096 + 2 x 1024)/2 + h/2 + h/2 +
+    MLP-up output gradient 2 x 14336/2 = 21,504. Each element costs read bf16 + two
+    low-precision copies + scales; the bf16 run of the same layer pays none of it."""
+    base = ("model=llama3_8b", "gpu=b200", "model.seq_len=8192", "training.micro_batch=1",
+            "training.recompute=none", "training.seq_parallel=true")
+    low, bf16 = config(*base, f"training.precision={precision}"), config(*base, "training.precision=bf16")
+    elements = 8192 * (13312 + 21504)
+    expected = bytes_per_element * elements / _hbm(low.gpu)
+    gemm_low, core, elem = C.layer_times(low.model, low.gpu, low.train, 2.0, 1.0)
+    rest = 3.0 * float(gemm_low + elem) + (1.0 + float(C.core_backward_factor(low.train))) * float(core)
+    assert _time(low) - rest == pytest.approx(expected, rel=1e-9)
+    gemm, core, elem = C.layer_times(bf16.model, bf16.gpu, bf16.train, 2.0, 1.0)
+    core_factor = 1.0 + float(C.core_backward_factor(bf16.train))
+    assert _time(bf16) == pytest.approx(3.0 * float(gemm + elem) + core_factor * float(core), rel=1e-9)
+
+
+def test_recompute_quantizes_the_forward_again(config):
+    """Full recompute runs the forward twice, its casts included: the forward elements once more."""
+    base = ("model=llama3_8b", "gpu=h100_sxm", "training.precision=fp8", "model.seq_len=8192",
+            "training.micro_batch=1", "training.seq_parallel=true")
+    none, full = config(*base, "training.recompute=none"), config(*base, "training.recompute=full")
+    gemm, core, elem = C.layer_times(full.model, full.gpu, full.train, 2.0, 1.0)
+    forward_again = float(gemm + core + elem) + Q.FP8_CAST_BYTES * 8192 * 13312 / _hbm(full.gpu)
+    assert _time(full) - _time(none) == pytest.approx(forward_again, rel=1e-9)
+
+
+def test_without_sequence_parallelism_every_tp_rank_casts_the_whole_hidden_state(config):
+    """Without SP the two hidden-size operands of each pass (QKV and MLP-up inputs forward, the
+    attention-output and MLP-down output gradients backward) are whole on every TP rank: at
+    tp 2, 2 h - 2 h / 2 = h more elements per token each way."""
+    base = ("model=llama3_8b", "gpu=h100_sxm", "training.precision=fp8", "model.seq_len=8192",
+            "training.micro_batch=1", "training.recompute=none")
+    sp, no_sp = config(*base, "training.seq_parallel=true"), config(*base, "training.seq_parallel=false")
+    f_sp, b_sp = Q.quantized_elements_per_token(sp.model, sp.train, 2.0, 6144.0, float(FFN))
+    f_no, b_no = Q.quantized_elements_per_token(no_sp.model, no_sp.train, 2.0, 6144.0, float(FFN))
+    assert float(f_no - f_sp) == pytest.approx(2 * H / 2, rel=1e-12)
+    assert float(b_no - b_sp) == pytest.approx(2 * H / 2, rel=1e-12)
+
+
+def test_output_layer_stays_bf16_under_fp8(config):
+    """The logits GEMM of the last stage runs at the bf16 rate whatever the layers' precision:
+    3 x 2 x 8192 x 4096 x (V / 2) FLOPs at peak_bf16 x matmul_eff (thick GEMM: shape factor
+    4096 / (4096 + half_dim))."""
+    base = ("model=llama3_8b", "gpu=h100_sxm", "model.seq_len=8192", "training.micro_batch=1",
+            "training.recompute=none", "training.seq_parallel=true", "training.metric_loss_passes=0")
+    cfg = config(*base, "training.precision=fp8")
+    g = cfg.gpu
+    shape = 4096 / (4096 + float(g.matmul_half_dim))
+    logits = 3 * 2.0 * 8192 * 4096 * (V / 2) / (1e12 * float(g.peak_bf16_tflops) * float(g.matmul_eff) * shape)
+    loss = C.CROSS_ENTROPY_BYTES * 8192 * V / 2 / _hbm(g)
+    assert _time(cfg, last=1.0) - _time(cfg) == pytest.approx(logits + loss, rel=1e-9)
+
+
+def test_nvfp4_gemm_runs_the_recipes_bf16_share_at_the_bf16_rate(config):
+    """A 16384 x 8192 x 8192 GEMM under NVFP4 on a GB300: 84 % of the FLOPs at the fp4 rate
+    (peak_fp4 x fp8_matmul_eff), 16 % at peak_bf16 x matmul_eff (arXiv:2509.25149's BF16 layers),
+    times the shape factor 8192 / (8192 + half_dim)."""
+    cfg = config("gpu=gb300", "training.precision=nvfp4")
+    g = cfg.gpu
+    flops = 2.0 * 16384 * 8192 * 8192
+    fp4 = 1e12 * float(g.peak_fp4_tflops) * float(g.fp8_matmul_eff)
+    bf16 = 1e12 * float(g.peak_bf16_tflops) * float(g.matmul_eff)
+    shape = 8192 / (8192 + float(g.matmul_half_dim))
+    expected = flops * (0.84 / fp4 + 0.16 / bf16) / shape
+    rate = C.matmul_peak_flops(g, cfg.train)
+    assert float(C.gemm_time(16384.0, 8192.0, 8192.0, rate, g)) == pytest.approx(expected, rel=1e-9)
+
+
+def test_nvfp4_runs_on_blackwell_ultra_and_is_masked_on_hopper(config):
+    """gb300 + nvfp4: a finite, feasible estimate. An H100 has no fp4 tensor cores: the same
+    configuration is masked with the reason PRECISION_UNSUPPORTED (built without the config check,
+    as a sweep over precisions would build it)."""
+    gb300 = config("model=llama3_70b", "gpu=gb300", "training.precision=nvfp4", "layout.n_gpus=512",
+                   "layout.tp=4", "layout.pp=4", "training=modern", "training.global_batch=1024")
+    est = estimate(gb300)
+    assert bool(est.feasible) and 0 < float(est.step_s) < float("inf")
+    h100 = config("model=llama3_70b", "gpu=h100_sxm", "layout.n_gpus=512", "layout.tp=4", "layout.pp=4",
+                  "training=modern", "training.global_batch=1024")
+    masked = estimate(h100._replace(train=h100.train._replace(low_precision=gb300.train.low_precision)))
+    assert int(masked.reason) == Reason.PRECISION_UNSUPPORTED and float(masked.step_s) == float("inf")
