@@ -234,6 +234,11 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     else:
         lay.tp, lay.pp = _int(row, "tp", used), _int(row, "pp", used)
     lay.cp, lay.ep, lay.vpp = (_int(row, k, used) for k in ("cp", "ep", "vpp"))
+    # The model splits each expert's width over the TP ranks (expert tensor parallelism equal
+    # to tp, Megatron-Core's default for --expert-tensor-parallel-size); etp 1 keeps experts
+    # whole, which at tp 1 is the same thing.
+    if m.n_experts > 1 and not _blank(row.get("etp")) and _int(row, "etp", []) not in (1, lay.tp):
+        raise RowError(f"etp={row['etp']!r}: expert tensor parallelism other than 1 or tp={lay.tp} is not modelled")
     if lay.pp == 1 and lay.vpp > 1:
         raise RowError(f"vpp={lay.vpp} with pp=1")
     if dp is not None and dp * lay.tp * lay.pp * lay.cp != lay.n_gpus:
@@ -309,8 +314,6 @@ def _moe_columns(m: DictConfig, row: dict, used: list[str]) -> None:
     attention = "gqa" if _blank(row.get("attention")) else str(row["attention"]).strip().lower()
     if attention not in ("gqa", "mla"):
         raise RowError(f"attention={row.get('attention')!r} is not modelled (gqa, mla)")
-    if not _blank(row.get("etp")) and _int(row, "etp", []) != 1:
-        raise RowError(f"etp={row['etp']!r}: expert tensor parallelism is not modelled")
     if not _blank(row.get("qk_head_dim")):
         m.head_dim = _int(row, "qk_head_dim", used)
     if attention == "mla":
