@@ -248,7 +248,8 @@ class ValidateConf:
 
 @dataclass
 class CalibrateConf:
-    # The runs to fit: paths or shipped file names; None: tasks.calibrate.CALIBRATION_RUNS (runs_dev.csv).
+    # The runs to fit: paths or shipped file names; None: tasks.calibrate.CALIBRATION_RUNS
+    # (runs_dev.csv, runs_dev2.csv).
     runs: Optional[list[str]] = None
     # Write the fitted values into the catalogs (conf/gpu/*.yaml, conf/training/*.yaml) and
     # the record conf/calibration.yaml: they become the shipped defaults.
