@@ -235,8 +235,9 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
         lay.tp, lay.pp = _int(row, "tp", used), _int(row, "pp", used)
     lay.cp, lay.ep, lay.vpp = (_int(row, k, used) for k in ("cp", "ep", "vpp"))
     # The model splits each expert's width over the TP ranks (expert tensor parallelism equal
-    # to tp, Megatron-Core's default for --expert-tensor-parallel-size); etp 1 keeps experts
-    # whole, which at tp 1 is the same thing.
+    # to tp, Megatron-Core's default for --expert-tensor-parallel-size). etp 1 at tp > 1 keeps
+    # experts whole and splits their tokens instead (MoE parallel folding): placed with the
+    # model's split, the same FLOPs per GPU but other GEMM shapes and expert memory.
     if m.n_experts > 1 and not _blank(row.get("etp")) and _int(row, "etp", []) not in (1, lay.tp):
         raise RowError(f"etp={row['etp']!r}: expert tensor parallelism other than 1 or tp={lay.tp} is not modelled")
     if lay.pp == 1 and lay.vpp > 1:
