@@ -34,6 +34,12 @@ def attention_params(m: ModelSpec):
     return jnp.where(m.kv_lora_rank > 0, q + kv + out, gqa)
 
 
+def qkv_width(m: ModelSpec):
+    """Output width of Q, K, V (MLA: its down- and up-projections) as one column-parallel GEMM
+    of the same FLOPs: the attention weights but the output projection, per hidden unit."""
+    return attention_params(m) / m.hidden - m.n_heads * m.v_head_dim
+
+
 def attention_core_width(m: ModelSpec):
     """Per-query width of the two attention products, QK^T (head_dim) and scores x V (v_head_dim),
     summed over the heads: 2 a d in standard attention."""
@@ -160,14 +166,18 @@ def dense_peak_tflops(g: GPUSpec, t: Training):
 NVFP4_BF16_SHARE = 0.16
 
 
+def bf16_matmul_flops(g: GPUSpec):
+    """Achievable bf16 GEMM FLOP/s for large shapes: peak x MAMF fraction."""
+    return 1e12 * g.peak_bf16_tflops * g.matmul_eff
+
+
 def matmul_peak_flops(g: GPUSpec, t: Training):
     """Achievable GEMM FLOP/s for large shapes: peak x best measured fraction (MAMF). NVFP4
     GEMMs are taken to reach fp8's fraction of their own peak (no fp4 MAMF is published); the
     recipe's BF16 share of the layers runs at the bf16 rate (the rates combine harmonically)."""
     eff = jnp.where(t.low_precision >= 1, g.fp8_matmul_eff, g.matmul_eff)
     rate = 1e12 * dense_peak_tflops(g, t) * eff
-    bf16 = 1e12 * g.peak_bf16_tflops * g.matmul_eff
-    nvfp4 = 1.0 / ((1.0 - NVFP4_BF16_SHARE) / rate + NVFP4_BF16_SHARE / bf16)
+    nvfp4 = 1.0 / ((1.0 - NVFP4_BF16_SHARE) / rate + NVFP4_BF16_SHARE / bf16_matmul_flops(g))
     return jnp.where(t.low_precision >= 2, nvfp4, rate)
 
 
@@ -205,9 +215,7 @@ def layer_gemm_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0):
     rate = matmul_peak_flops(g, t)
     tokens = t.micro_batch * t.seq_len / cp
     h, context = m.hidden, m.n_heads * m.v_head_dim
-    # Q, K, V (MLA: down- and up-projections) as one column-parallel GEMM of the same FLOPs.
-    qkv_width = (attention_params(m) - context * h) / h
-    qkv = gemm_time(tokens, h, qkv_width / tp, rate, g)
+    qkv = gemm_time(tokens, h, qkv_width(m) / tp, rate, g)
     proj = gemm_time(tokens, context / tp, h, rate, g)
 
     def mlp(n_tokens, width):  # (up incl. the gate, down)
@@ -245,8 +253,7 @@ def layer_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0):
     attn_eff = g.attn_eff * jnp.where(t.fused_attention > 0, g.fused_attn_speedup, 1.0)
     flash = 0.5 * core_flops / (1e12 * g.peak_bf16_tflops * attn_eff)
     scores = t.micro_batch * m.n_heads / tp * t.seq_len * t.seq_len / cp
-    bf16 = 1e12 * g.peak_bf16_tflops * g.matmul_eff
-    unfused = core_flops / (bf16 * d / (d + g.matmul_half_dim)) + 12.0 * scores / hbm_rate(g)
+    unfused = core_flops / (bf16_matmul_flops(g) * d / (d + g.matmul_half_dim)) + 12.0 * scores / hbm_rate(g)
     core = jnp.where(t.flash_attention > 0, flash, unfused)
     # Elementwise traffic (bytes, bf16) of Megatron's fused kernels, per token: two layer
     # norms (read + write h: 2 x 2h), two bias-dropout-adds (read output and residual, write
@@ -289,14 +296,12 @@ def microbatch_compute_time(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, layer
     tokens = t.micro_batch * t.seq_len / cp
     # Low-precision recipes quantize each GEMM input forward (again when recomputing) and each
     # output gradient backward, through HBM (_quantization).
-    qkv_width = attention_params(m) / m.hidden - m.n_heads * m.v_head_dim
-    q_fwd, q_bwd = Q.quantized_elements_per_token(m, t, tp, qkv_width, mlp_width_per_token(m))
+    q_fwd, q_bwd = Q.quantized_elements_per_token(m, t, tp, qkv_width(m), mlp_width_per_token(m))
     recompute_full = jnp.where(t.recompute >= 2, 1.0, 0.0)
     per_layer += Q.cast_bytes_per_element(t) * tokens * ((1.0 + recompute_full) * q_fwd + q_bwd) / hbm_rate(g)
     # The output layer stays in bf16 under fp8 and fp4 recipes: Transformer Engine's autocast
     # covers the transformer layers, Megatron-Core's output layer is a plain bf16 linear.
-    bf16 = t._replace(low_precision=jnp.zeros_like(t.low_precision))
-    logits = 3.0 * gemm_time(tokens, m.hidden, m.vocab / tp, matmul_peak_flops(g, bf16), g)
+    logits = 3.0 * gemm_time(tokens, m.hidden, m.vocab / tp, bf16_matmul_flops(g), g)
     # Cross-entropy over tokens x V/tp logits, memory bound: upcast to fp32, max and sum-exp
     # reads, the fp32 softmax kept for backward, the bf16 gradient written: ~20 bytes per
     # logit (engineering estimate; Megatron's vocab-parallel cross-entropy keeps fp32 logits).
