@@ -3,6 +3,7 @@
 import jax.numpy as jnp
 import pytest
 
+import jctopt
 from jctopt import _compute as C
 from jctopt import _memory as Mem
 
@@ -95,3 +96,44 @@ def test_zero_sharding_divides_states(config):
     assert float(mems[2].grads) == pytest.approx(2 * p / 64)
     assert float(mems[2].weights) == pytest.approx(2 * p)
     assert float(mems[3].weights) == pytest.approx(2 * p / 64)
+
+
+def _block(cfg, share):
+    """``cfg`` with Megatron's block recompute of ``share`` of the layers (recompute = 1 + share)."""
+    return cfg._replace(train=cfg.train._replace(recompute=jnp.asarray(1.0 + share)))
+
+
+def test_block_recompute_of_half_the_layers_by_hand(config):
+    """Half the layers recomputed whole, the other half selective: FLOPs halfway between
+    Korthikanti's selective (attention core again: 2 B s^2 h x 2 per layer, Eq. 7's attention
+    term) and Narayanan's full recompute (Eq. 3); stored activations halfway between 34 s b h / t
+    and 2 s b h / t (GPT-3 175B, tp 8 with SP)."""
+    full = 96 * B * S * L * H**2 * (1 + S / (6 * H) + V / (16 * L * H))
+    model = 72 * B * S * L * H**2 * (1 + S / (6 * H) + V / (12 * L * H))
+    selective = model + B * L * 4 * S**2 * H  # the forward QK^T and AV again
+    cfg = _block(_gpt3(config, "training.recompute=selective"), 0.5)
+    assert float(C.hardware_flops_per_step(cfg.model, cfg.train)) == pytest.approx((full + selective) / 2, rel=1e-3)
+    act = _gpt3(config, "layout.tp=8", "layout.pp=1", "layout.n_gpus=8", "training.micro_batch=1",
+                "training.seq_parallel=true", "training.recompute=selective", "training.global_batch=1")
+    stored, _ = Mem.activation_bytes_per_layer(act.model, act.layout, _block(act, 0.5).train)
+    assert float(stored) == pytest.approx((34 * SBH / 8 + 2 * SBH / 8) / 2, rel=1e-9)
+
+
+def test_zero3_under_pipeline_keeps_the_stage_gathered(config):
+    """FSDP2 under PP (torchtitan: reshard_after_forward False) holds the stage's weights and
+    gradients whole and shards only the optimizer; it gathers once per step, so its exposed
+    gather time does not grow with the number of micro-batches, as it does at pp = 1."""
+    base = ("model=gpt_7p5b", "layout.n_gpus=64", "layout.tp=1", "training.zero_stage=3", "training.micro_batch=1")
+    cfg = config(*base, "layout.pp=2", "training.global_batch=64")
+    mem = Mem.memory(cfg.model, cfg.layout, cfg.train, jnp.asarray(32.0), jnp.asarray(2.0), cfg.cluster.gpus_per_node)
+    p = float(mem.dense_params + mem.expert_params)
+    assert float(mem.weights) == pytest.approx(2 * p) and float(mem.grads) == pytest.approx(2 * p)
+    assert float(mem.optimizer) == pytest.approx(12 * p / 32) and float(mem.zero3_buffer) == 0.0
+
+    def z3(pp, batch):
+        c = config(*base, f"layout.pp={pp}", f"training.global_batch={batch}")
+        return float(jctopt.estimate(c).zero3_comm_s)
+
+    assert z3(2, 64) > 0.0 and z3(1, 64) > 0.0
+    assert z3(2, 128) == pytest.approx(z3(2, 64), rel=1e-6)  # 4 vs 2 micro-batches
+    assert z3(1, 128) == pytest.approx(2 * z3(1, 64), rel=1e-6)  # 2 vs 1

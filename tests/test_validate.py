@@ -4,10 +4,13 @@ import re
 import subprocess
 import sys
 
+import jax.numpy as jnp
 import pandas as pd
 import pytest
 
+import jctopt
 from jctopt import ConfigError
+from jctopt._jct import Reason
 from jctopt._config import to_config
 from jctopt._resources import VALIDATION_DIR, validation_file
 from jctopt.tasks import validate
@@ -94,33 +97,30 @@ def test_precision_spellings_of_the_sources(cell, precision):
 # Regression guards: today's median |error| per source plus a margin. They make a change that
 # degrades fidelity fail CI; calibration (task=calibrate) is what brings them to the targets.
 BOUNDS = {  # shipped (calibrated) medians + ~2 points: a regression guard, not the targets
-    "Narayanan et al. 2021 (arXiv:2104.04473), Table 1": 5.5,
+    "Narayanan et al. 2021 (arXiv:2104.04473), Table 1": 7.0,
     # 7.2 % since the fit to runs_dev.csv + runs_dev2.csv (4.8 % fitted to runs_dev.csv alone)
-    "Megatron-LM README (2024-07, MCore r0.8.0), model_table.png": 9.0,
-    "Korthikanti et al. 2022 (arXiv:2205.05198), Tables 3+5": 5.0,
-    "Korthikanti et al. 2022 (arXiv:2205.05198), Appendix C": 7.5,
-    "Korthikanti et al. 2022 (arXiv:2205.05198), Sec 6.3": 5.0,
-    "MosaicML llm-foundry benchmarking README, \"A100 80GB with 1600 Gbps node-node interconnect (RoCE)\"": 5.5,
-    "MosaicML llm-foundry benchmarking README, \"A100 40GB with 1600 Gbps node-node interconnect (RoCE)\"": 5.0,
-    "NeMo 24.07 performance_summary.md, Pretraining table": 10.0,
+    "Megatron-LM README (2024-07, MCore r0.8.0), model_table.png": 9.5,
+    "Korthikanti et al. 2022 (arXiv:2205.05198), Tables 3+5": 4.5,
+    "Korthikanti et al. 2022 (arXiv:2205.05198), Appendix C": 3.0,
+    "Korthikanti et al. 2022 (arXiv:2205.05198), Sec 6.3": 4.0,
+    "MosaicML llm-foundry benchmarking README, \"A100 80GB with 1600 Gbps node-node interconnect (RoCE)\"": 5.0,
+    "MosaicML llm-foundry benchmarking README, \"A100 40GB with 1600 Gbps node-node interconnect (RoCE)\"": 5.5,
+    "NeMo 24.07 performance_summary.md, Pretraining table": 4.5,
     # 10.6 % since the joint fit (8.0 % fitted to runs_dev.csv alone)
-    "PyTorch blog 2024-03-13 \"Maximizing training throughput using PyTorch FSDP\", Table 1": 12.5,
+    "PyTorch blog 2024-03-13 \"Maximizing training throughput using PyTorch FSDP\", Table 1": 10.5,
     "MosaicML llm-foundry benchmarking README, \"H100 80GB BF16 (Large Scale, >= 128 GPUs)\"": 6.0,
-    "Narayanan et al. 2021 (arXiv:2104.04473), Table 2": 10.5,
-    "MosaicML llm-foundry benchmarking README, \"H100 80GB BF16\"": 5.5,
-    "MosaicML llm-foundry benchmarking README, \"H100 80GB FP8\"": 6.5,
+    "Narayanan et al. 2021 (arXiv:2104.04473), Table 2": 12.0,
+    "MosaicML llm-foundry benchmarking README, \"H100 80GB BF16\"": 6.0,
+    "MosaicML llm-foundry benchmarking README, \"H100 80GB FP8\"": 7.5,
 }
 
 
 def test_all_rows_meet_the_fidelity_targets(predicted):
     """The targets on runs_dev.csv: median |error| <= 5 %, 90th percentile <= 12 %. Shipped
-    (fitted to runs_dev.csv + runs_dev2.csv, 2026-11-24): 3.2 % and 12.4 %. The p90 misses its
-    target by 0.4 points since runs_dev2.csv joined the fit (11.3 % fitted to runs_dev.csv
-    alone, which left B200/GB200 26 % too fast): guarded at 12.5 % until the model explains
-    both files with one set of H100 values (README, "Validation")."""
+    (fitted to runs_dev.csv + runs_dev2.csv, 2026-11-24): 3.3 % and 11.7 %."""
     err = predicted.abs_pct_error.dropna()
     assert len(err) == 276
-    assert err.median() <= 5.0 and err.quantile(0.9) <= 12.5
+    assert err.median() <= 5.0 and err.quantile(0.9) <= 12.0
 
 
 def test_every_placeable_source_is_guarded(predicted):
@@ -135,36 +135,36 @@ def predicted_dev2(compose):
 
 # runs_dev2.csv's sources: shipped medians (2026-11-24, fitted to both files, in the comment) + ~2 points.
 DEV2_BOUNDS = {
-    'NVIDIA/dgxc-benchmarking v24.11.1..v25.01.1 (ghcr.io/nvidia/jax:maxtext-2024-12-09), README "Expected Performance" table': 4.5,  # 2.0
-    'NVIDIA/dgxc-benchmarking v24.11.1..v25.01.1 (ghcr.io/nvidia/jax:pax-2024-03-04), README "Expected Performance" table': 16.0,  # 13.6
-    'NVIDIA/dgxc-benchmarking v24.11.1..v25.01.1 (nemo:24.05), README "Expected Performance" table': 9.5,  # 7.1
-    'NVIDIA/dgxc-benchmarking v24.11.1..v25.01.1 (nemo:24.09), README "Expected Performance" table': 6.5,  # 4.4
-    'NVIDIA/dgxc-benchmarking v24.11.1..v25.03 (nemo:24.09), README "Expected Performance" table': 3.5,  # 1.3
-    'NVIDIA/dgxc-benchmarking v25.02..v25.03 (nemo:24.12), README "Expected Performance" table': 7.0,  # 4.5
-    'NVIDIA/dgxc-benchmarking v25.02..v25.04.01 (ghcr.io/nvidia/jax:25.01-maxtext-py3), README "Expected Performance" table': 10.0,  # 7.8
-    'NVIDIA/dgxc-benchmarking v25.02..v25.04.01 (nemo:24.12), README "Expected Performance" table': 7.0,  # 4.9
-    'NVIDIA/dgxc-benchmarking v25.04..v25.04.01 (nemo:25.02.01), README "Expected Performance" table': 8.0,  # 5.8
-    'NVIDIA/dgxc-benchmarking v25.05..v25.05.05 (nemo:25.04.00), README "Expected Performance" table': 5.0,  # 2.8
+    'NVIDIA/dgxc-benchmarking v24.11.1..v25.01.1 (ghcr.io/nvidia/jax:maxtext-2024-12-09), README "Expected Performance" table': 3.0,  # 0.8
+    'NVIDIA/dgxc-benchmarking v24.11.1..v25.01.1 (ghcr.io/nvidia/jax:pax-2024-03-04), README "Expected Performance" table': 14.5,  # 12.3
+    'NVIDIA/dgxc-benchmarking v24.11.1..v25.01.1 (nemo:24.05), README "Expected Performance" table': 9.0,  # 6.5
+    'NVIDIA/dgxc-benchmarking v24.11.1..v25.01.1 (nemo:24.09), README "Expected Performance" table': 7.5,  # 5.0
+    'NVIDIA/dgxc-benchmarking v24.11.1..v25.03 (nemo:24.09), README "Expected Performance" table': 3.5,  # 1.1
+    'NVIDIA/dgxc-benchmarking v25.02..v25.03 (nemo:24.12), README "Expected Performance" table': 7.5,  # 5.3
+    'NVIDIA/dgxc-benchmarking v25.02..v25.04.01 (ghcr.io/nvidia/jax:25.01-maxtext-py3), README "Expected Performance" table': 10.5,  # 8.1
+    'NVIDIA/dgxc-benchmarking v25.02..v25.04.01 (nemo:24.12), README "Expected Performance" table': 7.0,  # 4.7
+    'NVIDIA/dgxc-benchmarking v25.04..v25.04.01 (nemo:25.02.01), README "Expected Performance" table': 8.0,  # 5.7
+    'NVIDIA/dgxc-benchmarking v25.05..v25.05.05 (nemo:25.04.00), README "Expected Performance" table': 4.5,  # 2.3
     'NVIDIA/dgxc-benchmarking v25.05..v25.05.05 (nemo:25.04.01), README "Expected Performance" table': 5.0,  # 2.9
-    'NVIDIA/dgxc-benchmarking v25.05.01..v25.05.05 (nemo:25.04.01), README "Expected Performance" table': 34.0,  # 31.7
-    'NeMo Framework user guide performance summary, NeMo 25.02 container, DGX-B200, pre-training table': 6.5,  # 4.4
-    'NeMo Framework user guide performance summary, NeMo 25.02 container, DGX-H100, pre-training table': 6.0,  # 3.8
-    'NeMo Framework user guide performance summary, NeMo 25.04 container, DGX-GB200, pre-training table': 8.0,  # 5.5
-    'NeMo Framework user guide performance summary, NeMo 25.07 container, DGX-GB200, pre-training table': 21.5,  # 19.1
+    'NVIDIA/dgxc-benchmarking v25.05.01..v25.05.05 (nemo:25.04.01), README "Expected Performance" table': 7.0,  # 4.7
+    'NeMo Framework user guide performance summary, NeMo 25.02 container, DGX-B200, pre-training table': 7.0,  # 4.6
+    'NeMo Framework user guide performance summary, NeMo 25.02 container, DGX-H100, pre-training table': 6.5,  # 4.2
+    'NeMo Framework user guide performance summary, NeMo 25.04 container, DGX-GB200, pre-training table': 8.0,  # 5.7
+    'NeMo Framework user guide performance summary, NeMo 25.07 container, DGX-GB200, pre-training table': 21.0,  # 18.9
     'Nemotron-4 340B Technical Report (NVIDIA 2024, arXiv:2406.11704), Table 2 - via secondary transcriptions': 8.0,  # 5.9
-    'Parmar et al. 2024, Nemotron-4 15B Technical Report (arXiv:2402.16819v2), Table 2': 7.5,  # 5.4
-    'pytorch/torchtitan benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md (torchtitan 820504e, torch 38410cf9), Llama3 70b table': 16.0,  # 14.0
-    'pytorch/torchtitan benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md (torchtitan 820504e, torch 38410cf9), Llama3 8b table': 9.5,  # 7.3
-    'pytorch/torchtitan benchmarks/llama3-8b_h200_202506_trainy-whitefiber.md (Trainy on WhiteFiber, torchtitan e7c0cae, 2025-06)': 30.5,  # 28.2
-    'pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md (torchtitan 9dec370, torch 1963fc8, 2024-12), Table 1': 6.5,  # 4.1
+    'Parmar et al. 2024, Nemotron-4 15B Technical Report (arXiv:2402.16819v2), Table 2': 5.5,  # 3.2
+    'pytorch/torchtitan benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md (torchtitan 820504e, torch 38410cf9), Llama3 70b table': 11.0,  # 9.0
+    'pytorch/torchtitan benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md (torchtitan 820504e, torch 38410cf9), Llama3 8b table': 19.0,  # 16.8
+    'pytorch/torchtitan benchmarks/llama3-8b_h200_202506_trainy-whitefiber.md (Trainy on WhiteFiber, torchtitan e7c0cae, 2025-06)': 28.5,  # 26.2
+    'pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md (torchtitan 9dec370, torch 1963fc8, 2024-12), Table 1': 8.5,  # 6.3
     'pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md (torchtitan 9dec370, torch 1963fc8, 2024-12), Table 2': 10.5,  # 8.3
-    'pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md (torchtitan 9dec370, torch 1963fc8, 2024-12), Table 3': 11.0,  # 8.9
-    'pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md (torchtitan 9dec370, torch 1963fc8, 2024-12), Table 4': 14.5,  # 12.2
-    'pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md (torchtitan 9dec370, torch 1963fc8, 2024-12), Table 5': 33.0,  # 30.7
-    'pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md (torchtitan 9dec370, torch 1963fc8, 2024-12), Table 6': 6.5,  # 4.2
-    'pytorch/torchtitan docs/performance.md (2024-04, FSDP2 on 64 A100 80GB), Llama 2 table': 10.0,  # 7.6
-    'pytorch/torchtitan docs/performance.md (2024-04, FSDP2 on 64 A100 80GB), Llama 3 table': 6.0,  # 3.8
-    'pytorch/torchtitan docs/performance.md (2024-08, Llama 3.1 405B on 128 H100, FSDP2 x TP)': 11.5,  # 9.3
+    'pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md (torchtitan 9dec370, torch 1963fc8, 2024-12), Table 3': 11.5,  # 9.1
+    'pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md (torchtitan 9dec370, torch 1963fc8, 2024-12), Table 4': 5.0,  # 2.8
+    'pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md (torchtitan 9dec370, torch 1963fc8, 2024-12), Table 5': 32.5,  # 30.3
+    'pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md (torchtitan 9dec370, torch 1963fc8, 2024-12), Table 6': 6.0,  # 3.8
+    'pytorch/torchtitan docs/performance.md (2024-04, FSDP2 on 64 A100 80GB), Llama 2 table': 12.5,  # 10.2
+    'pytorch/torchtitan docs/performance.md (2024-04, FSDP2 on 64 A100 80GB), Llama 3 table': 5.0,  # 3.0
+    'pytorch/torchtitan docs/performance.md (2024-08, Llama 3.1 405B on 128 H100, FSDP2 x TP)': 6.5,  # 4.5
 }
 
 
@@ -179,13 +179,13 @@ def test_median_error_per_source_within_bound(request, fixture, source):
 
 def test_dev2_is_placed_and_blackwell_is_fitted(predicted_dev2):
     """Every row placed; shipped (fitted to runs_dev.csv + runs_dev2.csv, 2026-11-24): median
-    5.1 %, p90 17.3 % (targets 5 / 15 %); H100 5.1 %, B200 4.4 %, GB200 4.0 % (target <= 10 %
+    5.5 %, p90 16.0 % (targets 5 / 15 %); H100 5.6 %, B200 4.6 %, GB200 4.1 % (target <= 10 %
     each). Before B200/GB200 rows were fitted they were 26 % too fast."""
     df = predicted_dev2
     assert df.predicted_iter_time_s.notna().all() and len(df) == 315
     assert set(df[df.abs_pct_error.notna()].source) <= set(DEV2_BOUNDS)
     err = df.abs_pct_error
-    assert err.median() <= 5.5 and err.quantile(0.9) <= 19.0
+    assert err.median() <= 6.0 and err.quantile(0.9) <= 17.0
     assert err[df.gpu == "h100_sxm"].median() <= 6.5
     for gpu in ("b200", "gb200"):
         assert err[df.gpu == gpu].median() <= 10.0, gpu
@@ -213,11 +213,52 @@ def test_blank_sp_and_zero_follow_the_year_rules(compose):
     assert cfg.training.zero3_collectives_per_layer == 5  # + the GLU gate
     cfg, _ = validate.row_config(base, dict(row, notes="FSDP FULL_SHARD"))
     assert not cfg.training.hybrid_shard  # the notes name the strategy
+    for notes in ("FSDP HYBRID_SHARD", "the production run used HSDP"):
+        cfg, _ = validate.row_config(base, dict(row, source="Paper 2021", notes=notes))
+        assert cfg.training.hybrid_shard
     cfg, _ = validate.row_config(base, dict(row, tp=1, dp=16))
     assert not cfg.training.seq_parallel  # no SP without TP
     assert cfg.training.metric_loss_passes == 0
     cfg, _ = validate.row_config(base, dict(row, source="MosaicML llm-foundry benchmarking README"))
     assert cfg.training.metric_loss_passes == 2  # Composer's train cross-entropy and perplexity
+
+
+def test_blank_micro_batch_is_the_replica_batch_under_fsdp(compose):
+    """torchtitan and MaxText run a data-parallel replica's batch at once: with ZeRO-3 and no
+    pipeline the blank micro-batch is global_batch / dp (one micro-batch per step); otherwise
+    Megatron's 1."""
+    base = compose("task=validate")
+    row = {"id": "r", "source": "torchtitan 2025", "model": "Llama", "layers": 32, "hidden": 4096,
+           "ffn_hidden": 14336, "heads": 32, "kv_heads": 8, "seq_len": 8192, "vocab": 128256, "gpu": "h100_sxm",
+           "precision": "bf16", "gpus_per_node": 8, "inter_node": "ib_ndr400x8", "num_gpus": 64, "tp": 8, "pp": 1,
+           "dp": 8, "cp": 1, "ep": 1, "sp": 1, "vpp": 1, "micro_batch": None, "global_batch": 96,
+           "recompute": "selective", "zero_stage": 3}
+    cfg, used = validate.row_config(base, row)
+    assert cfg.training.micro_batch == 12 and "micro_batch" in used  # 96 / dp 8
+    cfg, _ = validate.row_config(base, dict(row, pp=2, dp=4))
+    assert cfg.training.micro_batch == 1  # pipelines need micro-batches
+    cfg, _ = validate.row_config(base, dict(row, zero_stage=1))
+    assert cfg.training.micro_batch == 1
+
+
+def test_blank_recompute_is_the_fewest_layers_that_fit(compose):
+    """Llama 2 70B on 64 H100s with ZeRO-3 (full), 2 x 4096 tokens per GPU: selective recompute does
+    not fit, full does; the least that fits recomputes only some layers (block method)."""
+    base = compose("task=validate")
+    row = {"id": "r", "source": "Some JAX stack 2025", "model": "Llama 2 70B", "layers": 80, "hidden": 8192,
+           "ffn_hidden": 28672, "heads": 64, "kv_heads": 8, "seq_len": 4096, "vocab": 32000, "gpu": "h100_sxm",
+           "precision": "bf16", "gpus_per_node": 8, "inter_node": "ib_ndr400x8", "num_gpus": 64, "tp": 1, "pp": 1,
+           "dp": 64, "cp": 1, "ep": 1, "sp": 0, "vpp": 1, "micro_batch": 2, "global_batch": 128,
+           "recompute": None, "zero_stage": 3, "notes": "FSDP FULL_SHARD"}
+    rc, _ = validate.row_config(base, row)
+    chosen = validate._least_recompute_that_fits(rc)
+    share = float(chosen.train.recompute) - 1.0
+    assert 0.0 < share < 1.0
+    k = round(share * 80)
+    assert share == pytest.approx(k / 80, abs=1e-6)
+    fits = jctopt.estimate(chosen).reason != Reason.MEMORY
+    one_fewer = chosen._replace(train=chosen.train._replace(recompute=jnp.asarray(1.0 + (k - 1) / 80)))
+    assert bool(fits) and int(jctopt.estimate(one_fewer).reason) == Reason.MEMORY
 
 
 def test_runs_name_a_path_or_a_shipped_file(tmp_path):

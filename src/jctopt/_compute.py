@@ -140,6 +140,22 @@ def model_flops_per_step(m: ModelSpec, t: Training):
     return t.global_batch * per_seq
 
 
+def full_recompute_share(t: Training):
+    """Share of a stage's layers recomputed whole: 0 up to selective (recompute <= 1), 1 at full
+    (2); in between, Megatron's block recompute of that share of the layers
+    (--recompute-method block --recompute-num-layers k: recompute = 1 + k / layers), the rest
+    selective."""
+    return jnp.clip(t.recompute - 1.0, 0.0, 1.0)
+
+
+def recompute_time(t: Training, gemm, core, elem):
+    """Forward work repeated in the backward pass of one layer (s or FLOPs): the whole forward
+    for fully recomputed layers (Narayanan 2021 Eq. 3), the attention core for selective ones
+    (Korthikanti 2022 Sec. 4.2)."""
+    full = full_recompute_share(t)
+    return full * (gemm + core + elem) + (1.0 - full) * jnp.where(t.recompute >= 1, core, 0.0)
+
+
 def hardware_flops_per_step(m: ModelSpec, t: Training):
     """FLOPs actually executed, including the recompute forward pass.
 
@@ -148,7 +164,7 @@ def hardware_flops_per_step(m: ModelSpec, t: Training):
     repeats only the attention core (Korthikanti 2022 Sec. 4.2).
     """
     gemm, core = layer_forward_flops(m, t.seq_len)
-    extra = jnp.where(t.recompute >= 2, gemm + core, jnp.where(t.recompute >= 1, core, 0.0))
+    extra = recompute_time(t, gemm, core, 0.0)
     return model_flops_per_step(m, t) + t.global_batch * m.n_layers * extra
 
 
@@ -291,14 +307,13 @@ def microbatch_compute_time(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, layer
     them (1 + multi-token-prediction modules on the last stage, 0 elsewhere).
     """
     gemm, core, elem = layer_times(m, g, t, tp, cp, ep)
-    recompute = jnp.where(t.recompute >= 2, gemm + core + elem, jnp.where(t.recompute >= 1, core, 0.0))
-    per_layer = 3.0 * (gemm + elem) + (1.0 + core_backward_factor(t)) * core + recompute
+    per_layer = 3.0 * (gemm + elem) + (1.0 + core_backward_factor(t)) * core + recompute_time(t, gemm, core, elem)
     tokens = t.micro_batch * t.seq_len / cp
     # Low-precision recipes quantize each GEMM input forward (again when recomputing) and each
     # output gradient backward, through HBM (_quantization).
     q_fwd, q_bwd = Q.quantized_elements_per_token(m, t, tp, qkv_width(m), mlp_width_per_token(m))
-    recompute_full = jnp.where(t.recompute >= 2, 1.0, 0.0)
-    per_layer += Q.cast_bytes_per_element(t) * tokens * ((1.0 + recompute_full) * q_fwd + q_bwd) / hbm_rate(g)
+    per_layer += (Q.cast_bytes_per_element(t) * tokens * ((1.0 + full_recompute_share(t)) * q_fwd + q_bwd)
+                  / hbm_rate(g))
     # The output layer stays in bf16 under fp8 and fp4 recipes: Transformer Engine's autocast
     # covers the transformer layers, Megatron-Core's output layer is a plain bf16 linear.
     logits = 3.0 * gemm_time(tokens, m.hidden, m.vocab / tp, bf16_matmul_flops(g), g)

@@ -161,7 +161,7 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     # --- communication per micro-batch on the critical path ---
     tokens = t.micro_batch * t.seq_len / lay.cp
     act_bytes = 2.0 * tokens * m.hidden  # bf16 activations
-    recompute_full = jnp.where(t.recompute >= 2, 1.0, 0.0)
+    recompute_full = C.full_recompute_share(t)
     # TP, in all-reduces of the layer's activations (SP's all-gather + reduce-scatter pairs move
     # the same bytes): 2 forward (row-parallel outputs), 2 more when recomputing, 2 backward
     # (column-parallel input gradients) per layer (Shoeybi 2019 Fig. 4).
@@ -265,8 +265,15 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
         return (layer_by_layer(bytes_per_param * dense, mem.shard_dense, lay.tp)
                 + moe * layer_by_layer(bytes_per_param * expert, mem.shard_expert, lay.tp * lay.ep))
 
-    gather_raw = z3 * (2.0 * zero3_pass(Mem.WEIGHT_BYTES) + zero3_pass(wire))
-    z3_exposed = n_micro * overlap(gather_raw, t_comp_mb, dp_eta)
+    # Under pipeline parallelism FSDP2 keeps a stage's weights gathered across its micro-batches
+    # and syncs the accumulated gradients once (torchtitan apply_fsdp: reshard_after_forward
+    # False "to avoid per-microbatch all-gathers" when PP is on; torch.distributed.pipelining
+    # defers the reduce-scatter to the last micro-batch): one gather and one reduce-scatter
+    # per step. DeepSpeed's ZeRO-3 does not run with PP.
+    gathered = lay.pp > 1
+    gather_raw = z3 * jnp.where(gathered, zero3_pass(Mem.WEIGHT_BYTES) + zero3_pass(wire),
+                                2.0 * zero3_pass(Mem.WEIGHT_BYTES) + zero3_pass(wire))
+    z3_exposed = jnp.where(gathered, 1.0, n_micro) * overlap(gather_raw, t_comp_mb, dp_eta)
     sharded = t.zero_stage >= 1
     owned_params = (dense / jnp.where(sharded, mem.shard_dense, 1.0)
                     + expert / jnp.where(sharded, mem.shard_expert, 1.0))  # optimizer state this GPU updates
@@ -309,7 +316,8 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
 
     model_flops = C.model_flops_per_step(m, t)
     comm_exposed = n_micro * (tp_mb + cp_mb + ep_mb + pp_mb) + dp_exposed + z3_exposed
-    comm_raw = n_micro * (tp_raw + cp_raw + ep_raw + pp_raw + gather_raw) + grad_sync
+    comm_raw = (n_micro * (tp_raw + cp_raw + ep_raw + pp_raw) + jnp.where(gathered, 1.0, n_micro) * gather_raw
+                + grad_sync)
     hours = lay.n_gpus * jct / 3600.0
     energy = hours * g.tdp_w * c.power_frac * c.pue / 1000.0
     peak = 1e12 * C.dense_peak_tflops(g, t)

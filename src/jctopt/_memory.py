@@ -69,7 +69,8 @@ def activation_bytes_per_layer(m: ModelSpec, lay: Layout, t: Training):
     sp_div = jnp.where(t.seq_parallel > 0, tp, 1.0)
     stored = replicated / sp_div + (split_attn + split_mlp + keep_scores * scores) / tp
     full_recompute = 2.0 * sbh / sp_div
-    return jnp.where(t.recompute >= 2, full_recompute, stored) / cp, stored / cp
+    share = C.full_recompute_share(t)  # block recompute: that share of the layers keeps only its input
+    return (share * full_recompute + (1.0 - share) * stored) / cp, stored / cp
 
 
 def shard_groups(lay: Layout, t: Training, dp, gpus_per_node):
@@ -95,8 +96,12 @@ def memory(m: ModelSpec, lay: Layout, t: Training, dp, n_micro, gpus_per_node):
         return nbytes * (dense / jnp.where(t.zero_stage >= stage, shard_dense, 1.0)
                          + expert / jnp.where(t.zero_stage >= stage, shard_expert, 1.0))
 
-    weights = sharded(WEIGHT_BYTES, 3)
-    grads = sharded(GRAD_BYTES, 2)
+    # ZeRO-3 under PP holds the stage's weights gathered and its gradients unsharded through
+    # the step (FSDP2 with reshard_after_forward False, see _jct): only the optimizer is sharded.
+    gathered = (lay.pp > 1) & (t.zero_stage >= 3)
+    whole = dense + expert
+    weights = jnp.where(gathered, WEIGHT_BYTES * whole, sharded(WEIGHT_BYTES, 3))
+    grads = jnp.where(gathered, GRAD_BYTES * whole, sharded(GRAD_BYTES, 2))
     optimizer = sharded(OPTIMIZER_BYTES, 1)
 
     per_layer, per_layer_full = activation_bytes_per_layer(m, lay, t)
@@ -106,12 +111,12 @@ def memory(m: ModelSpec, lay: Layout, t: Training, dp, n_micro, gpus_per_node):
     interleave = jnp.where(lay.vpp > 1, 1.0 + (lay.pp - 1.0) / (lay.pp * lay.vpp), 1.0)
     in_flight = jnp.minimum(lay.pp, n_micro) * interleave
     # Full recompute re-materialises one layer at a time during backward.
-    working = jnp.where(t.recompute >= 2, per_layer_full, 0.0)
+    working = jnp.where(t.recompute > 1, per_layer_full, 0.0)
     logits = 4.0 * t.seq_len * t.micro_batch * m.vocab / (lay.tp * lay.cp)  # fp32 logits
     activations = in_flight * layers * per_layer + working + logits
 
     layer_weights = C.layer_params(m) / lay.tp
-    zero3_buffer = jnp.where(t.zero_stage >= 3, 2.0 * WEIGHT_BYTES * layer_weights, 0.0)
+    zero3_buffer = jnp.where((t.zero_stage >= 3) & ~gathered, 2.0 * WEIGHT_BYTES * layer_weights, 0.0)
     total = weights + grads + optimizer + activations + zero3_buffer + 1e9 * t.reserved_gb
     return Memory(weights, grads, optimizer, activations, zero3_buffer, total, dense, expert,
                   shard_dense, shard_expert)

@@ -29,6 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
 from .. import _calibrate as Cal
+from .. import _uncertainty as U
 from .._config import ConfigError, catalog_names, load_option
 from .._resources import CONF_DIR
 from .._types import stack
@@ -119,6 +120,7 @@ def run_calibrate(cfg: DictConfig, runs: Path | list[Path], loso: bool = True) -
     result = Cal.fit(problem, prior)
     records["catalog_s"] = np.asarray(Cal.step_times(jax.tree.map(jnp.asarray, Cal.catalog_values(problem)), problem))
     records["fitted_s"] = np.asarray(Cal.step_times(jax.tree.map(jnp.asarray, result.values), problem))
+    records["weight"] = problem.weight
     records["loso_s"] = records["lodo_s"] = np.nan
     if loso:
         dies = np.asarray(problem.dies)[problem.gpu_index]
@@ -148,6 +150,34 @@ def run_calibrate(cfg: DictConfig, runs: Path | list[Path], loso: bool = True) -
     out = {"gpu": gpu, "training": {p: float(v) for p, v in result.values["training"].items()},
            "shared_offsets": result.shared, "die_deviations": result.die_deviations, "loss": result.loss, "spec": spec}
     return out, records
+
+
+# What a prediction rests on -> the left-out predictions that measure its error.
+ERROR_BASES = {"rows": ("loso_s", "leave-one-source-out: a GPU type with measured rows, a source not fitted"),
+               "specs": ("lodo_s", "leave-one-die-out: a GPU type known from its specs (and its die's rows, if any)")}
+COVERAGE_LEVELS = (0.5, 0.8, 0.9)
+
+
+def model_error(records: pd.DataFrame) -> dict:
+    """The model's step-time error on runs it was not fitted to, per basis: weighted quantiles
+    of log(measured / predicted) at ``_uncertainty.LEVELS`` (sources weigh the same, as in the
+    fit), and a check of their coverage: quantiles from every other source (sorted by name)
+    predict the intervals of the rest, and the other way round."""
+    out = {"levels": list(U.LEVELS)}
+    sources = np.asarray(sorted(set(records.source)))
+    half = np.isin(records.source, sources[::2])
+    for basis, (column, what) in ERROR_BASES.items():
+        ratio = np.log(records.measured_iter_time_s.to_numpy(float) / records[column].to_numpy(float))
+        w = records.weight.to_numpy(float)
+        if not np.isfinite(ratio).any():
+            continue  # calibrate without left-out fits (one source or one die)
+        cover = {}
+        for c in COVERAGE_LEVELS:
+            folds = [U.coverage(ratio[~fit], U.quantiles_of(ratio[fit], w[fit]), c, w[~fit]) for fit in (half, ~half)]
+            cover[c] = float(np.mean(folds))
+        out[basis] = {"log_quantiles": U.quantiles_of(ratio, w), "rows": int(np.isfinite(ratio).sum()),
+                      "from": what, "coverage_two_fold": cover}
+    return out
 
 
 def errors_by_source(records: pd.DataFrame) -> pd.DataFrame:
@@ -197,7 +227,7 @@ def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
                   "p90": float(records[f"{k}_abs_pct_error"].quantile(0.9))} for k in KINDS}
     meta = {"data": [r.name for r in runs], "sha256": [hashlib.sha256(r.read_bytes()).hexdigest() for r in runs],
             "date": datetime.date.today().isoformat(), "rows": int(len(records)), "abs_pct_error": errors}
-    doc = {"calibration": meta, **fitted}
+    doc = {"calibration": meta, **fitted, "model_error": model_error(records)}
     (run_dir / "calibration.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(doc)))
     records.to_parquet(run_dir / "calibrate.parquet", index=False)
     console.print(f"wrote {run_dir / 'calibration.yaml'}, calibrate.parquet")

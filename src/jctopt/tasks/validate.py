@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 from omegaconf import DictConfig
@@ -50,7 +51,9 @@ def runs_path(runs: str | None) -> Path:
 DEFAULTS = {
     "kv_heads": ("= heads", "no grouped-query attention unless stated (runs_dev.csv README)"),
     "vpp": (1, "no interleaved schedule unless stated"),
-    "micro_batch": (1, "Megatron-LM's default micro-batch size"),
+    "micro_batch": ("1; with ZeRO-3 at pp = 1, global_batch / dp", "Megatron-LM's default micro-batch size; FSDP "
+                    "stacks (torchtitan's local_batch_size, MaxText's per_device_batch_size) run the replica's "
+                    "batch at once unless gradient accumulation is stated"),
     "sp": ("on with tp > 1 from 2022", "Megatron-Core and NeMo turn sequence parallelism on with tensor parallelism "
            "(Korthikanti et al. 2022 introduced it); off before 2022 and at tp = 1"),
     "cp": (1, "no context parallelism unless stated"),
@@ -62,10 +65,14 @@ DEFAULTS = {
     "moe_ffn_hidden": ("= ffn_hidden", "every expert as wide as the dense MLP (Mixtral)"),
     "shared_experts": (0, "no shared expert"),
     "dense_layers": (0, "every layer of an MoE model routed"),
-    "recompute": ("the least that fits", "none, else selective, else full: the first the memory model says "
-                  "fits (the run was measured, so it fit)"),
+    "recompute": ("the least that fits", "none, else selective, else whole-layer recompute of the fewest layers "
+                  "per stage (Megatron's block method), up to full: the first the memory model says fits (the run "
+                  "was measured, so it fit)"),
     "zero_stage": ("1 from 2023, else 0", "the distributed optimizer is the Megatron-Core/NeMo default from 2023 on; "
                    "no optimizer sharding before"),
+    "hybrid_shard": ("hybrid from 2024, else full", "ZeRO-3 rows whose notes name neither FULL_SHARD nor "
+                     "HYBRID_SHARD/HSDP: PyTorch FSDP's HYBRID_SHARD as in the 2024 FSDP blog, DeepSpeed's full "
+                     "partitioning before"),
     "vocab": ("by model family", "Llama 3: 128,256 (Dubey et al. 2024); Llama 2: 32,000 (Touvron et al. 2023); "
               "Nemotron: 256,000 (Nemotron-4, NVIDIA 2024); GPT-NeoX: 50,432 (Black et al. 2022, 20B.yml); "
               "other GPT: 51,200 (Megatron's padded GPT-2 BPE, Narayanan et al. 2021)"),
@@ -158,14 +165,15 @@ def _glu(row, layers, hidden, ffn, heads, kv, vocab) -> tuple[int, str]:
     return g, ""
 
 
-def _hybrid_shard(row, year: int) -> bool:
-    """ZeRO-3 sharding strategy: as the row's notes name it (FSDP ``FULL_SHARD`` or
-    ``HYBRID_SHARD``), else hybrid for sources from 2024 on (PyTorch FSDP's HYBRID_SHARD, the
-    strategy the 2024 FSDP blog trains with) and full before (DeepSpeed ZeRO-3, 2021)."""
+def _hybrid_shard(row, year: int) -> bool | None:
+    """ZeRO-3 sharding strategy as the row's notes name it (FSDP ``FULL_SHARD``, or
+    ``HYBRID_SHARD`` / HSDP); None where they name none."""
     notes = str(row.get("notes", ""))
     if "FULL_SHARD" in notes:
         return False
-    return "HYBRID_SHARD" in notes or year >= 2024
+    if "HYBRID_SHARD" in notes or "HSDP" in notes:
+        return True
+    return None
 
 
 def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
@@ -246,7 +254,11 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
         raise RowError(f"dp x tp x pp x cp = {dp} x {lay.tp} x {lay.pp} x {lay.cp} != "
                        f"num_gpus={lay.n_gpus}")
     tr.global_batch = _int(row, "global_batch", used)
-    tr.micro_batch = _int(row, "micro_batch", used)
+    year = source_year(row)
+    tr.zero_stage = _int(row, "zero_stage", used, rule=int(year >= 2023))
+    replica_batch = tr.global_batch * lay.tp * lay.pp * lay.cp // lay.n_gpus
+    tr.micro_batch = _int(row, "micro_batch", used,
+                          rule=replica_batch if tr.zero_stage >= 3 and lay.pp == 1 and replica_batch >= 1 else 1)
     recompute = row.get("recompute")
     if _blank(recompute):
         used.append("recompute")
@@ -256,8 +268,6 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     if recompute not in RECOMPUTE:
         raise RowError(f"recompute={recompute!r} is not one of none, selective, full")
     tr.recompute = RECOMPUTE[recompute]
-    year = source_year(row)
-    tr.zero_stage = _int(row, "zero_stage", used, rule=int(year >= 2023))
     tr.seq_parallel = bool(_int(row, "sp", used, rule=int(year >= 2022 and lay.tp > 1)))
     tr.precision = precision
     tr.flash_attention = year >= 2023  # FlashAttention (2022) is standard in the 2023+ stacks
@@ -270,7 +280,12 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     # Megatron-LM's asynchronous column-parallel backward all-reduce, on by default in the code
     # of Korthikanti et al. 2022 (megatron/mpu/layers.py); the 2021 runs predate it.
     tr.tp_async_backward = year >= 2022
-    tr.hybrid_shard = _hybrid_shard(row, year)
+    # Unnamed: hybrid from 2024 (PyTorch FSDP's HYBRID_SHARD, the strategy of the 2024 FSDP
+    # blog), full before (DeepSpeed ZeRO-3, 2021).
+    named = _hybrid_shard(row, year)
+    tr.hybrid_shard = named if named is not None else year >= 2024
+    if named is None and tr.zero_stage >= 3:
+        used.append("hybrid_shard")
     # ZeRO-3 before PyTorch FSDP (2022) is DeepSpeed's, which all-gathers every partitioned
     # tensor on its own (partition_parameters.py, 2020-21: one _allgather_param per parameter):
     # the layer's weight matrices (QKV, output, MLP in and out, a GLU gate); biases and norms
@@ -353,16 +368,37 @@ def place_rows(cfg: DictConfig, table: pd.DataFrame) -> tuple[list[dict], list[i
 _estimate_one = jax.jit(estimate)
 
 
+def _reason(config) -> Reason:
+    return Reason(int(_estimate_one(config).reason))
+
+
 def _least_recompute_that_fits(rc: DictConfig):
-    """The row's model config with recompute none, selective or full: the first that fits in
-    memory (none when nothing fits)."""
-    configs = []
-    for mode in ("none", "selective", "full"):
-        rc.training.recompute = mode
-        configs.append(to_config(rc))
-        if Reason(int(_estimate_one(configs[-1]).reason)) != Reason.MEMORY:
-            return configs[-1]
-    return configs[0]
+    """The row's model config with the least recompute that fits in memory: none, selective,
+    then whole-layer recompute of the fewest layers per stage (Megatron's block method,
+    ``_compute.full_recompute_share``), up to full; none when nothing fits."""
+    def fits(config):
+        return _reason(config) != Reason.MEMORY
+
+    rc.training.recompute = "none"
+    none = to_config(rc)
+    if fits(none):
+        return none
+    rc.training.recompute = "selective"
+    selective = to_config(rc)
+    if fits(selective):
+        return selective
+
+    def block(k):  # k of the busiest stage's layers recomputed whole
+        return selective._replace(train=selective.train._replace(recompute=jnp.asarray(1.0 + k / layers)))
+
+    layers = math.ceil(rc.model.n_layers / rc.layout.pp)
+    if not fits(block(layers)):
+        return none
+    lo, hi = 0, layers  # block(lo) does not fit, block(hi) does
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if fits(block(mid)) else (mid, hi)
+    return block(hi)
 
 
 REQUIRED_COLUMNS = ("id", "gpu", "precision", "num_gpus", "tp", "pp", "global_batch", "measured_iter_time_s")
