@@ -159,6 +159,7 @@ class JobConf:
     deadline_days: float = MISSING
     ckpt_interval_s: Optional[float] = None  # None = Daly-optimal for each configuration
     ckpt_async: bool = False
+    confidence: float = 0.8  # central intervals (*_lo / *_hi) and the deadline's required probability
 
 
 @dataclass
@@ -355,6 +356,9 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
     over = cfg.cluster.oversubscription
     if not (isinstance(over, (int, float)) and math.isfinite(over) and over >= 1):
         _fail("cluster.oversubscription", over, "a finite number >= 1 (1 = full bisection)")
+    confidence = cfg.job.confidence
+    if not (isinstance(confidence, float) and 0.0 < confidence < 1.0):
+        _fail("job.confidence", confidence, "a probability strictly between 0 and 1")
     interval = cfg.job.ckpt_interval_s
     if interval is not None and not (isinstance(interval, (int, float)) and math.isfinite(interval) and interval > 0):
         _fail("job.ckpt_interval_s", interval, "seconds > 0, or null for Daly's optimum per configuration")

@@ -1,9 +1,13 @@
 """`jctopt task=deadline`: the cheapest configuration whose expected JCT (failures included)
-meets ``job.deadline_days``, and the cost-time Pareto frontier of the design space.
+meets ``job.deadline_days``, the cheapest that meets it with probability ``job.confidence``
+(model error and failures combined, ``_risk``), and the cost-time Pareto frontier.
 
-Exact over the grid from one pass: the cheapest configuration under any deadline lies on the
-(JCT, cost) frontier (whatever dominates it also meets the deadline and costs no more), so
-the frontier is computed once and the answer is its cheapest point left of the deadline.
+The expected-JCT answer is exact over the grid from one pass: the cheapest configuration
+under any deadline lies on the (JCT, cost) frontier (whatever dominates it also meets the
+deadline and costs no more), so the frontier is computed once and the answer is its cheapest
+point left of the deadline. The confident answer is the cheapest frontier point with
+P(JCT <= deadline) >= confidence; the frontier is taken per GPU type, so that points of one
+type (one model-error basis) are compared only with each other.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from omegaconf import DictConfig
 from rich.console import Console
@@ -19,19 +24,31 @@ from .._config import ConfigError
 from .._search import catalog, configured, search
 from .._space import int_axis
 from ._output import json_row, layout_label, pyplot, save_plot
+from ._risk import with_risk
 
 
 def frontier(cfg: DictConfig) -> pd.DataFrame:
-    """The cost-time Pareto frontier of ``cfg.space``, fastest first, with ``days`` and
-    ``meets_deadline`` columns."""
-    front = search(cfg, "pareto", "cost_usd").sort_values("jct_s", ignore_index=True)
+    """The cost-time Pareto frontier of ``cfg.space``, fastest first, with ``days``,
+    ``meets_deadline`` (expected JCT), the risk columns of ``_risk.with_risk`` and
+    ``meets_with_confidence``. Computed per GPU type, then the points no other GPU type's
+    point dominates (``on_frontier``) marked."""
+    parts = [search(configured(cfg, space__gpu=[gpu]), "pareto", "cost_usd") for gpu in cfg.space.gpu]
+    front = pd.concat([p for p in parts if not p.empty] or parts[:1], ignore_index=True)
+    front = front.sort_values(["jct_s", "cost_usd", "config_id"], ignore_index=True)
+    y = front.cost_usd.to_numpy()
+    front["on_frontier"] = y < np.concatenate([[np.inf], np.minimum.accumulate(y)[:-1]])
+    days = float(cfg.job.deadline_days)
+    front = _with_risk(cfg, front)
     front["days"] = front.jct_s / 86400.0
-    front["meets_deadline"] = front.days <= float(cfg.job.deadline_days)
+    front["meets_deadline"] = front.days <= days
+    front["meets_with_confidence"] = front.p_deadline >= cfg.job.confidence
     return front
 
 
-def cheapest(front: pd.DataFrame) -> pd.Series | None:
-    ok = front[front.meets_deadline]
+def cheapest(front: pd.DataFrame, column: str = "meets_deadline") -> pd.Series | None:
+    """The cheapest row where ``column`` holds (the per-GPU frontiers hold the global one, so
+    the expected-JCT answer is the grid's)."""
+    ok = front[front[column]]
     return None if ok.empty else ok.sort_values(["cost_usd", "jct_s"]).iloc[0]
 
 
@@ -52,7 +69,12 @@ def what_it_would_take(cfg: DictConfig) -> pd.Series | None:
     wide = configured(cfg, space__gpu=catalog("gpu", cfg.cluster.gpus_per_node), space__fabric=catalog("fabric"),
                       space__n_gpus=bigger)
     best = search(wide, "top_k", "cost_usd", top_k=1, max_days=float(cfg.job.deadline_days))
-    return None if best.empty else best.iloc[0]
+    return None if best.empty else _with_risk(cfg, best).iloc[0]
+
+
+def _with_risk(cfg: DictConfig, rows: pd.DataFrame) -> pd.DataFrame:
+    return with_risk(rows, cfg.job.confidence, 86400.0 * float(cfg.job.deadline_days), cfg.cluster.init_s,
+                     moe=cfg.model.n_experts > 1)
 
 
 def run_deadline(cfg: DictConfig) -> tuple[pd.DataFrame, dict]:
@@ -61,7 +83,10 @@ def run_deadline(cfg: DictConfig) -> tuple[pd.DataFrame, dict]:
     scale_up(cfg)  # a bad value is named before any search
     front = frontier(cfg)
     best = cheapest(front)
-    answer = {"deadline_days": float(cfg.job.deadline_days), "best": None if best is None else json_row(best)}
+    confident = cheapest(front, "meets_with_confidence")
+    answer = {"deadline_days": float(cfg.job.deadline_days), "best": None if best is None else json_row(best),
+              "confidence": float(cfg.job.confidence),
+              "best_with_confidence": None if confident is None else json_row(confident)}
     if best is None:
         answer["fastest"] = json_row(front.iloc[0]) if not front.empty else None
         alt = what_it_would_take(cfg)
@@ -72,21 +97,29 @@ def run_deadline(cfg: DictConfig) -> tuple[pd.DataFrame, dict]:
 def describe(r: dict) -> str:
     row = pd.Series(r)
     return (f"{r['n_gpus']} x {r['gpu']} + {r['fabric']}, {layout_label(row)}, {r['recompute']} recompute, "
-            f"ZeRO {r['zero_stage']}, {r['precision']}: {r['jct_s'] / 86400:.1f} days, ${r['cost_usd']:,.0f}")
+            f"ZeRO {r['zero_stage']}, {r['precision']}: {r['jct_s'] / 86400:.1f} days "
+            f"({r['jct_lo_s'] / 86400:.1f}-{r['jct_hi_s'] / 86400:.1f}), P(meet) {r['p_deadline']:.0%}, "
+            f"${r['cost_usd']:,.0f}")
 
 
 def plot(front: pd.DataFrame, answer: dict, path: Path) -> Path:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for gpu, part in front.groupby("gpu", observed=True):
-        ax.plot(part.days, part.cost_usd / 1e6, "o", ms=4, label=str(gpu))
-    ax.step(front.days, front.cost_usd / 1e6, where="post", color="0.6", lw=0.8, zorder=0)
+        days = part.days.to_numpy()
+        band = np.vstack([days - part.jct_lo_s / 86400, part.jct_hi_s / 86400 - days])
+        ax.errorbar(days, part.cost_usd / 1e6, xerr=np.where(np.isfinite(band), band, 0.0), fmt="o", ms=4,
+                    elinewidth=0.6, capsize=1.5, label=str(gpu))
+    glob = front[front.on_frontier]
+    ax.step(glob.days, glob.cost_usd / 1e6, where="post", color="0.6", lw=0.8, zorder=0)
     ax.axvline(answer["deadline_days"], color="tab:red", ls="--", label=f"deadline {answer['deadline_days']:g} d")
-    if answer["best"]:
-        b = answer["best"]
-        ax.plot([b["jct_s"] / 86400], [b["cost_usd"] / 1e6], "*", ms=16, color="gold", mec="k",
-                label=f"cheapest meeting it: {b['n_gpus']} x {b['gpu']}")
-    ax.set_xlabel("expected JCT, failures included (days)")
+    for key, marker, text in (("best", "*", "cheapest, expected JCT"),
+                              ("best_with_confidence", "D", f"cheapest at {answer['confidence']:.0%} confidence")):
+        if answer.get(key):
+            b = answer[key]
+            ax.plot([b["jct_s"] / 86400], [b["cost_usd"] / 1e6], marker, ms=12, color="gold", mec="k",
+                    label=f"{text}: {b['n_gpus']} x {b['gpu']}")
+    ax.set_xlabel(f"JCT, failures included (days): expected, bars {answer['confidence']:.0%} interval")
     ax.set_ylabel("cost (M$)")
     ax.set_title("cost-time frontier")
     ax.legend(fontsize=8)
@@ -99,8 +132,14 @@ def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
     d = answer["deadline_days"]
     console.print(f"[bold]{cfg.model.name}[/bold], {cfg.job.tokens:.3g} tokens, deadline {d:g} days, "
                   f"space '{cfg.space.name}': {len(front)} configurations on the cost-time frontier")
+    if answer["best_with_confidence"]:
+        console.print(f"cheapest meeting it with {answer['confidence']:.0%} confidence (model error and failures; "
+                      f"days: expected, {answer['confidence']:.0%} interval): "
+                      f"{describe(answer['best_with_confidence'])}")
+    else:
+        console.print(f"[red]nothing on the frontier meets {d:g} days with {answer['confidence']:.0%} confidence[/red]")
     if answer["best"]:
-        console.print(f"cheapest meeting the deadline: {describe(answer['best'])}")
+        console.print(f"cheapest whose expected JCT meets the deadline: {describe(answer['best'])}")
     else:
         console.print(f"[red]nothing in the space meets {d:g} days[/red]")
         if answer.get("fastest"):

@@ -14,6 +14,7 @@ from rich.table import Table
 from .._config import to_config
 from .._diagnosis import diagnose
 from .._jct import Reason, estimate
+from ._risk import with_risk
 
 STEP_ROWS = [
     ("compute_s", "compute (fwd + bwd + recompute, slowest stage)"),
@@ -31,13 +32,16 @@ STEP_ROWS = [
 
 
 def run_estimate(cfg: DictConfig) -> pd.DataFrame:
-    """Evaluate one configuration; one row with every output (SI units: s, bytes, USD)."""
+    """Evaluate one configuration; one row with every output (SI units: s, bytes, USD), with
+    intervals at ``job.confidence`` and P(JCT <= job.deadline_days) (``_risk.with_risk``)."""
     config = to_config(cfg)
     est = estimate(config)
     row = {k: np.asarray(v).item() for k, v in est._asdict().items()}
     row["reason"] = Reason(row["reason"]).name
     row["diagnosis"] = diagnose(config, est)
-    return pd.DataFrame([row])
+    row["gpu"] = cfg.gpu.name
+    return with_risk(pd.DataFrame([row]), cfg.job.confidence, 86400.0 * cfg.job.deadline_days, cfg.cluster.init_s,
+                     moe=cfg.model.n_experts > 1)
 
 
 def _fmt_s(x: float) -> str:
@@ -94,6 +98,9 @@ def print_estimate(cfg: DictConfig, r: dict, console: Console | None = None) -> 
         ("theoretical minimum (compute only)", _fmt_s(r["theoretical_s"])),
         ("predicted wall-clock, no failures", _fmt_s(r["train_s"])),
         ("expected JCT, failures included", _fmt_s(r["jct_s"])),
+        (f"  {cfg.job.confidence:.0%} interval (model error + failures; {r['error_basis']})",
+         f"{_fmt_s(r['jct_lo_s'])} - {_fmt_s(r['jct_hi_s'])}"),
+        (f"P(JCT <= {cfg.job.deadline_days:g} days)", f"{r['p_deadline']:.0%}"),
         ("efficiency (theoretical / predicted)", f"{r['efficiency']:.1%}"),
         ("MFU", f"{r['mfu']:.1%}"),
         ("gamma = comm / compute", f"{r['gamma']:.3f}"),

@@ -21,9 +21,11 @@ from rich.table import Table
 from .._config import ConfigError, as_dict, load_option
 from .._search import configured, search
 from ._output import LAYOUT_COLUMNS, json_row, layout_label, pyplot, save_plot
+from ._risk import p_cheaper, with_risk
 
 OUTPUT_COLUMNS = ["jct_s", "days", "cost_usd", "gpu_hours", "price_per_gpu_hour", "energy_kwh", "energy_usd",
                   "mfu", "efficiency", "n_failures"]
+RISK_COLUMNS = ["jct_lo_s", "jct_hi_s", "p_deadline", "error_basis"]
 
 
 def run_procure(cfg: DictConfig) -> pd.DataFrame:
@@ -79,9 +81,21 @@ def run_procure(cfg: DictConfig) -> pd.DataFrame:
         for i in others.index:
             df.loc[i, "break_even_price_per_gpu_hour"] = df.loc[w, "cost_usd"] / df.loc[i, "gpu_hours"]
     df["price_ratio_flip"] = df.break_even_price_per_gpu_hour / df.price_per_gpu_hour
+    # How sure: each row's intervals, and P(the winner is really the cheaper) against each
+    # other type that meets the deadline (the smallest is kept).
+    if "step_s" in df:
+        df = with_risk(df, cfg.job.confidence, 86400.0 * deadline, cfg.cluster.init_s, moe=cfg.model.n_experts > 1)
+    df["p_winner_cheaper"] = np.nan
+    if not ok.empty and len(ok) > 1:
+        w = df[df.winner].iloc[0]
+        df.loc[df.winner, "p_winner_cheaper"] = min(p_cheaper(w.cost_usd, w.gpu, o.cost_usd, o.gpu)
+                                                    for _, o in df[df.meets_deadline & ~df.winner].iterrows())
     keep = ["gpu", "meets_deadline", "winner"] + [c for c in LAYOUT_COLUMNS if c in df and c != "gpu"] + \
-        [c for c in OUTPUT_COLUMNS if c in df] + ["break_even_price_per_gpu_hour", "price_ratio_flip"]
-    return df[keep]
+        [c for c in OUTPUT_COLUMNS + RISK_COLUMNS if c in df] + ["break_even_price_per_gpu_hour", "price_ratio_flip",
+                                                                "p_winner_cheaper"]
+    df = df[keep]
+    df.attrs["confidence"] = float(cfg.job.confidence)
+    return df
 
 
 def verdict(df: pd.DataFrame, deadline_days: float) -> str:
@@ -99,6 +113,13 @@ def verdict(df: pd.DataFrame, deadline_days: float) -> str:
         text += (f" {o.gpu} (${o.cost_usd:,.0f}, {o.days:.1f} days) would win at a price below "
                  f"${o.break_even_price_per_gpu_hour:.2f}/GPU-h (now ${o.price_per_gpu_hour:.2f}, "
                  f"{o.price_ratio_flip:.0%} of its price).")
+    p = w.get("p_winner_cheaper", np.nan)
+    if np.isfinite(p):
+        confidence = df.attrs.get("confidence", 0.8)
+        sure = (f"{w.gpu} is cheaper with {p:.0%} probability" if p >= confidence else
+                f"too close to call within the model's error: {w.gpu} is cheaper with {p:.0%} probability, "
+                f"below the {confidence:.0%} asked (job.confidence)")
+        text += f" Across the model's step-time error (calibrate's left-out runs, per GPU type): {sure}."
     for _, o in df[~df.meets_deadline].iterrows():
         text += f" {o.gpu} cannot meet the deadline within the space"
         text += f" (fastest {o.days:.1f} days)." if "days" in o and np.isfinite(o.days) else "."

@@ -21,6 +21,7 @@ from .._config import ConfigError
 from .._search import configured, search
 from .._space import int_axis
 from ._output import pyplot, save_plot
+from ._risk import with_risk
 
 CURVE = ["family", "gpu", "fabric"]
 PURE_DP = dict(space__tp=[1], space__pp=[1], space__cp=[1], space__ep=[1], space__vpp=[1])
@@ -64,6 +65,9 @@ def run_syncwall(cfg: DictConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
     points = pd.concat(parts, ignore_index=True)
     points["gpu"], points["fabric"] = points.gpu.astype(str), points.fabric.astype(str)
     points = points.sort_values(CURVE + ["n_gpus"], ignore_index=True)
+    if not points.empty:  # each point's interval at job.confidence (_risk)
+        points = with_risk(points, cfg.job.confidence, 86400.0 * float(cfg.job.deadline_days), cfg.cluster.init_s,
+                           moe=cfg.model.n_experts > 1)
     points["days"] = points.jct_s / 86400.0
     points["marginal_eff"] = np.nan
     summary = []
@@ -89,12 +93,14 @@ def plot(points: pd.DataFrame, summary: pd.DataFrame, path: Path) -> Path:
         color = colors.setdefault((gpu, fabric), f"C{len(colors) % 10}")
         style = "-" if family == "hybrid" else "--"
         ax.plot(c.n_gpus, c.days, style, marker="o", ms=3, color=color, label=f"{gpu} + {fabric} ({family})")
+        if "jct_lo_s" in c:
+            ax.fill_between(c.n_gpus, c.jct_lo_s / 86400, c.jct_hi_s / 86400, color=color, alpha=0.12, lw=0)
         wall_pt = c[c.is_wall]
         ax.plot(wall_pt.n_gpus, wall_pt.days, "X", ms=11, color=color, mec="k")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("GPUs")
-    ax.set_ylabel("expected JCT (days)")
+    ax.set_ylabel("JCT (days): expected, band = interval at job.confidence")
     ax.set_title("sync wall (X): past it, more GPUs make the job slower")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7)

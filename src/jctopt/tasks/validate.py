@@ -28,6 +28,8 @@ from .._config import ConfigError, load_option, to_config
 from .._jct import STEP_PARTS, Reason, estimate, estimate_batch, unmasked_step
 from .._resources import validation_file
 from .._types import stack
+from .._uncertainty import step_interval
+from ._risk import check_confidence, error_basis, log_quantiles
 from ._output import pyplot, save_plot
 
 DEFAULT_RUNS = "runs_dev.csv"  # shipped with the package (jctopt/data/validation/)
@@ -446,6 +448,13 @@ def run_validate(cfg: DictConfig, runs: Path) -> pd.DataFrame:
             df.loc[i, "mem_total_gb"] = float(np.asarray(est.mem_total)[j]) / 1e9
             if reasons[j] != "OK":
                 df.loc[i, "model_reason"] = reasons[j]
+    # The central interval at job.confidence of each prediction, from the model's left-out error
+    # for what it rests on (_risk: the GPU type's own rows or its specs).
+    df["predicted_lo_s"] = df["predicted_hi_s"] = np.nan
+    for basis, part in df[df.predicted_iter_time_s.notna()].groupby(df.gpu.astype(str).map(error_basis)):
+        lo, hi = step_interval(part.predicted_iter_time_s.to_numpy(float), log_quantiles(basis),
+                               check_confidence(cfg.job.confidence))
+        df.loc[part.index, "predicted_lo_s"], df.loc[part.index, "predicted_hi_s"] = lo, hi
     # A measured time that is not a number is left out of the comparison (its row is still predicted).
     df["measured_iter_time_s"] = pd.to_numeric(df.measured_iter_time_s, errors="coerce")
     df["abs_pct_error"] = 100.0 * (df.predicted_iter_time_s - df.measured_iter_time_s).abs() / df.measured_iter_time_s

@@ -1,0 +1,107 @@
+"""Intervals and deadline probabilities for the tasks' result tables (``_uncertainty`` on rows).
+
+The model error a row gets depends on what its prediction rests on: ``rows`` where the GPU
+type's values were fitted to its own measured runs, ``specs`` otherwise (the calibration
+record's ``gpu.<name>.from``). Dense runs measured both; MoE predictions carry the dense
+error and say so in ``error_basis`` (no MoE run is fitted yet).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import numpy as np
+import pandas as pd
+from omegaconf import OmegaConf
+
+from .. import _uncertainty as U
+from .._config import ConfigError
+from .._resources import CONF_DIR
+
+CALIBRATION_RECORD = CONF_DIR / "calibration.yaml"
+# Columns of an estimate row the failure law needs (Estimate fields, SI units).
+NEEDED = ("gpu", "step_s", "steps", "ckpt_interval_s", "ckpt_write_s", "restart_s", "mtbf_s", "jct_s")
+_CHUNK = 4096
+
+
+@functools.cache
+def _record() -> dict:
+    if not CALIBRATION_RECORD.is_file():
+        raise ConfigError(f"{CALIBRATION_RECORD} is missing: run `jctopt task=calibrate calibrate.apply=true`")
+    record = OmegaConf.to_container(OmegaConf.load(CALIBRATION_RECORD))
+    if "model_error" not in record or list(record["model_error"].get("levels", [])) != list(U.LEVELS):
+        raise ConfigError(f"{CALIBRATION_RECORD} has no model_error at levels {U.LEVELS}: rerun "
+                          "`jctopt task=calibrate calibrate.apply=true`")
+    return record
+
+
+def error_basis(gpu: str) -> str:
+    """``rows`` where the catalog's values for ``gpu`` were fitted to its own runs, else ``specs``."""
+    origin = _record()["gpu"].get(str(gpu), {}).get("from", "specs")
+    return "rows" if origin == "rows" else "specs"
+
+
+def log_quantiles(basis: str) -> list[float]:
+    return _record()["model_error"][basis]["log_quantiles"]
+
+
+def check_confidence(confidence) -> float:
+    if not (isinstance(confidence, (int, float)) and not isinstance(confidence, bool) and 0.0 < confidence < 1.0):
+        raise ConfigError(f"job.confidence={confidence!r} is not allowed: a probability strictly between 0 and 1")
+    return float(confidence)
+
+
+_cdf = jax.jit(U.jct_cdf)
+_quantile = jax.jit(U.jct_quantile)
+
+
+def with_risk(rows: pd.DataFrame, confidence: float, deadline_s: float, init_s: float,
+              moe: bool = False) -> pd.DataFrame:
+    """``rows`` (estimates with the NEEDED columns) with, at ``confidence``: ``step_lo_s`` /
+    ``step_hi_s`` (model error), ``jct_lo_s`` / ``jct_hi_s`` (model error and failures
+    combined), ``p_deadline`` = P(JCT <= deadline_s), and ``error_basis``. Infeasible rows
+    (infinite JCT) get NaN intervals and probability 0."""
+    confidence = check_confidence(confidence)
+    missing = sorted(set(NEEDED) - set(rows.columns))
+    if missing:
+        raise ValueError(f"rows lack columns {missing} for intervals")
+    out = rows.copy()
+    for col in ("step_lo_s", "step_hi_s", "jct_lo_s", "jct_hi_s", "p_deadline"):
+        out[col] = np.nan
+    basis = np.asarray([error_basis(g) for g in out.gpu.astype(str)], dtype=object)
+    out["error_basis"] = [f"{b}, dense runs (MoE not fitted)" if moe else b for b in basis]
+    ok = np.isfinite(out.jct_s.to_numpy(float))
+    out.loc[~ok, "p_deadline"] = 0.0
+    levels = [(1.0 - confidence) / 2.0, (1.0 + confidence) / 2.0]
+    for b in np.unique(basis):
+        idx = np.flatnonzero(ok & (basis == b))
+        if idx.size == 0:
+            continue
+        quantiles = log_quantiles(b)
+        k = U.error_multipliers(quantiles)
+        step = out.step_s.to_numpy(float)[idx]
+        lo, hi = U.step_interval(step, quantiles, confidence)
+        out.loc[out.index[idx], "step_lo_s"] = lo
+        out.loc[out.index[idx], "step_hi_s"] = hi
+        for start in range(0, idx.size, _CHUNK):
+            part = idx[start:start + _CHUNK]
+            r = out.iloc[part]
+            args = (r.steps.to_numpy(float) * r.step_s.to_numpy(float), r.ckpt_interval_s.to_numpy(float),
+                    r.ckpt_write_s.to_numpy(float), r.restart_s.to_numpy(float), r.mtbf_s.to_numpy(float),
+                    np.full(len(part), float(init_s)))
+            q = np.asarray(_quantile(np.asarray(levels)[:, None], *(a[None, :] for a in args), k))
+            out.loc[out.index[part], "jct_lo_s"] = q[0]
+            out.loc[out.index[part], "jct_hi_s"] = q[1]
+            out.loc[out.index[part], "p_deadline"] = np.asarray(_cdf(np.full(len(part), float(deadline_s)), *args, k))
+    return out
+
+
+def p_cheaper(cost_a: float, gpu_a: str, cost_b: float, gpu_b: str) -> float:
+    """P(a's true cost < b's) when each predicted cost is off by its GPU type's model error,
+    independently (a conservative reading: errors common to both cancel in reality). Costs
+    scale with the step time; over the equiprobable multipliers, ties count half."""
+    ka = cost_a * U.error_multipliers(log_quantiles(error_basis(gpu_a)))
+    kb = cost_b * U.error_multipliers(log_quantiles(error_basis(gpu_b)))
+    diff = ka[:, None] - kb[None, :]
+    return float(np.mean((diff < 0) + 0.5 * (diff == 0)))

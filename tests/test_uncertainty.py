@@ -1,0 +1,106 @@
+"""Model error x failure randomness (jctopt._uncertainty, tasks._risk) against hand values."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import jctopt
+from jctopt import _failure_time as F
+from jctopt import _uncertainty as U
+from jctopt.tasks import _risk
+from jctopt.tasks.calibrate import model_error
+
+
+def test_quantiles_are_the_weighted_type5_ones():
+    # Hyndman & Fan type 5: the i-th of n sorted values sits at (i - 1/2) / n.
+    assert U.quantiles_of([4.0, 1.0, 3.0, 2.0], levels=[0.5, 0.125, 0.875, 0.25]) == [2.5, 1.0, 4.0, 1.5]
+    # Weighted: each row sits at the midpoint of its cumulative weight, 1 at 0.5/4, 2 at 2.5/4.
+    assert U.quantiles_of([1.0, 2.0], [1.0, 3.0], levels=[0.125, 0.5, 0.625]) == [1.0, 1.75, 2.0]
+    with pytest.raises(ValueError, match="too few"):
+        U.quantiles_of([np.nan, 1.0])
+
+
+def test_coverage_of_a_known_distribution():
+    x = np.random.default_rng(0).normal(size=200_000)
+    q = U.quantiles_of(x)
+    for c in (0.5, 0.8, 0.9):
+        assert U.coverage(x, q, c) == pytest.approx(c, abs=0.005)
+    # N(0, 1): the 0.9 quantile is 1.2816.
+    assert q[U.LEVELS.index(0.9)] == pytest.approx(1.2816, abs=0.02)
+
+
+def test_error_multipliers_are_equiprobable_midpoints():
+    k = U.error_multipliers(np.log([0.5, 0.6, 0.7, 0.8, 1.0, 1.2, 1.4, 1.6, 2.0]))
+    assert k.shape == (U.N_NODES,) and np.all(np.diff(k) >= 0)
+    assert k[0] == pytest.approx(0.5) and k[-1] == pytest.approx(2.0)  # midpoints 0.025 and 0.975
+    assert np.log(k[9]) == pytest.approx(np.interp(0.475, U.LEVELS, np.log([0.5, 0.6, 0.7, 0.8, 1.0, 1.2, 1.4,
+                                                                              1.6, 2.0])))
+
+
+ARGS = dict(solve_s=30 * 86400.0, tau_s=2000.0, ckpt_s=30.0, restart_s=600.0, mtbf_s=86400.0, init_s=900.0)
+
+
+def test_no_model_error_is_the_failure_law():
+    t = np.array([30.5, 31.0, 31.5]) * 86400
+    a = ARGS
+    expected = F.wall_time_cdf(t - a["init_s"], a["solve_s"], a["tau_s"], a["ckpt_s"], a["restart_s"], a["mtbf_s"])
+    got = U.jct_cdf(t, *a.values(), np.ones(4))
+    np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=1e-12)
+
+
+def test_without_failures_the_quantiles_are_the_scaled_solve_times():
+    """MTBF 1e15 s: JCT = init + k S (1 + delta / tau) for each of four equiprobable k."""
+    a = dict(ARGS, mtbf_s=1e15)
+    k = np.array([0.9, 1.0, 1.1, 1.3])
+    free = a["solve_s"] * (1 + a["ckpt_s"] / a["tau_s"])
+    for q, kq in ((0.2, 0.9), (0.45, 1.0), (0.6, 1.1), (0.9, 1.3)):  # atoms at 0.25, 0.5, 0.75, 1
+        got = float(U.jct_quantile(q, *a.values(), k))
+        assert got == pytest.approx(a["init_s"] + kq * free, rel=1e-9)
+    mid = a["init_s"] + 1.05 * free  # between the second and the third atom
+    assert float(U.jct_cdf(mid, *a.values(), k)) == pytest.approx(0.5, abs=1e-8)  # P(a failure) ~ 3e-9
+
+
+def test_step_interval_by_hand():
+    q = np.log([0.5, 0.6, 0.7, 0.8, 1.0, 1.2, 1.4, 1.6, 2.0])
+    lo, hi = U.step_interval(10.0, q, 0.8)  # levels 0.1 and 0.9
+    assert (lo, hi) == (pytest.approx(7.0), pytest.approx(14.0))
+
+
+def test_estimate_carries_an_interval_and_a_deadline_probability(compose):
+    base = ("task=estimate",)
+    r = jctopt.run_estimate(compose(*base)).iloc[0]
+    assert r.jct_lo_s < r.jct_s < r.jct_hi_s and r.step_lo_s < r.step_s < r.step_hi_s
+    assert r.error_basis in ("rows", "specs")
+    wide = jctopt.run_estimate(compose(*base, "job.confidence=0.95")).iloc[0]
+    assert wide.jct_lo_s < r.jct_lo_s and wide.jct_hi_s > r.jct_hi_s
+    # P(JCT <= deadline) grows with the deadline: 0 well before the interval, 1 well after.
+    days = [r.jct_lo_s / 86400 * 0.8, r.jct_s / 86400, r.jct_hi_s / 86400 * 1.3]
+    p = [jctopt.run_estimate(compose(*base, f"job.deadline_days={d}")).iloc[0].p_deadline for d in days]
+    assert p[0] < 0.01 and 0.05 < p[1] < 0.95 and p[2] > 0.99
+
+
+def test_infeasible_rows_get_no_interval():
+    rows = pd.DataFrame({"gpu": ["h100_sxm"], "step_s": [np.inf], "steps": [1e5], "ckpt_interval_s": [2000.0],
+                         "ckpt_write_s": [30.0], "restart_s": [600.0], "mtbf_s": [86400.0], "jct_s": [np.inf]})
+    out = _risk.with_risk(rows, 0.8, 30 * 86400.0, 900.0)
+    assert out.p_deadline.iloc[0] == 0.0 and out[["jct_lo_s", "jct_hi_s"]].isna().all(axis=None)
+
+
+@pytest.mark.parametrize("value", ["0", "1", "1.5", "-0.2"])
+def test_confidence_must_be_a_probability(compose, value):
+    with pytest.raises(jctopt.ConfigError, match=r"job\.confidence"):
+        jctopt.to_config(compose("task=estimate", f"job.confidence={value}"))
+
+
+def test_model_error_record_from_left_out_predictions():
+    """Two sources; left-out predictions 10 % slow for one, exact for the other; equal source
+    weights: the median log ratio lies between them and the record names its basis."""
+    rec = pd.DataFrame({"source": ["a"] * 3 + ["b"] * 5, "measured_iter_time_s": 1.0,
+                        "loso_s": [1 / 1.1] * 3 + [1.0] * 5, "lodo_s": 1.0})
+    rec["weight"] = np.where(rec.source == "a", 1 / 6, 1 / 10)
+    out = model_error(rec)
+    q = out["rows"]["log_quantiles"]
+    assert q[0] == pytest.approx(0.0) and q[-1] == pytest.approx(np.log(1.1))
+    assert 0.0 < q[U.LEVELS.index(0.5)] < np.log(1.1)
+    assert out["specs"]["log_quantiles"] == [0.0] * len(U.LEVELS)
+    assert set(out["rows"]["coverage_two_fold"]) == {0.5, 0.8, 0.9}
