@@ -130,6 +130,8 @@ def test_reductions_equal_brute_force(compose, tmp_path, objective):
     small = ["sweep.chunk_size=256", f"sweep.objective={objective}"]
     top = run_sweep(_sweep_cfg(compose, "sweep.keep=top_k", "sweep.top_k=7", *small), tmp_path / "top")
     assert top.config_id.tolist() == ok.sort_values([objective, "config_id"]).config_id.head(7).tolist()
+    # A reduction's rows carry their intervals at job.confidence (model error and failures).
+    assert ((top.jct_lo_s < top.jct_s) & (top.jct_s < top.jct_hi_s)).all() and top.p_deadline.between(0, 1).all()
     front = run_sweep(_sweep_cfg(compose, "sweep.keep=pareto", *small), tmp_path / "pareto")
     assert set(map(tuple, front[[objective, "jct_s"]].to_numpy().tolist())) == _pareto_brute(ok, objective)
     best = run_sweep(_sweep_cfg(compose, "sweep.keep=best_per_group", "sweep.group_by=[gpu,n_gpus]", *small),

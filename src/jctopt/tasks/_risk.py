@@ -87,13 +87,17 @@ def with_risk(rows: pd.DataFrame, confidence: float, deadline_s: float, init_s: 
         for start in range(0, idx.size, _CHUNK):
             part = idx[start:start + _CHUNK]
             r = out.iloc[part]
-            args = (r.steps.to_numpy(float) * r.step_s.to_numpy(float), r.ckpt_interval_s.to_numpy(float),
-                    r.ckpt_write_s.to_numpy(float), r.restart_s.to_numpy(float), r.mtbf_s.to_numpy(float),
-                    np.full(len(part), float(init_s)))
-            q = np.asarray(_quantile(np.asarray(levels)[:, None], *(a[None, :] for a in args), k))
+            # Padded to a power of two (repeating the last row): few shapes, few compilations.
+            size = max(16, 1 << (len(part) - 1).bit_length())
+            args = [np.pad(a, (0, size - len(part)), mode="edge") for a in (
+                r.steps.to_numpy(float) * r.step_s.to_numpy(float), r.ckpt_interval_s.to_numpy(float),
+                r.ckpt_write_s.to_numpy(float), r.restart_s.to_numpy(float), r.mtbf_s.to_numpy(float),
+                np.full(len(part), float(init_s)))]
+            q = np.asarray(_quantile(np.asarray(levels)[:, None], *(a[None, :] for a in args), k))[:, :len(part)]
             out.loc[out.index[part], "jct_lo_s"] = q[0]
             out.loc[out.index[part], "jct_hi_s"] = q[1]
-            out.loc[out.index[part], "p_deadline"] = np.asarray(_cdf(np.full(len(part), float(deadline_s)), *args, k))
+            p = np.asarray(_cdf(np.full(size, float(deadline_s)), *args, k))[:len(part)]
+            out.loc[out.index[part], "p_deadline"] = p
     return out
 
 
