@@ -170,6 +170,8 @@ def _cli(tmp_path, *args):
     (("task=sweep", "space.fabric=[]"), "space.fabric=[] is not allowed: at least one of eth100_tcp, "),
     (("task=syncwall", "syncwall.n_gpus=abc"), "syncwall.n_gpus='abc' is not allowed"),
     (("task=deadline", "deadline.scale_up=[0]"), "deadline.scale_up=[0] is not allowed: a list of integers >= 1"),
+    (("task=sweep", "sweep.max_free_days=-1"), "sweep.max_free_days=-1.0 is not allowed: a number of days > 0 or null"),
+    (("task=estimate", "job.confidence=1.2"), "job.confidence"),
 ])
 def test_cli_names_the_bad_key_and_what_is_allowed(tmp_path, args, message):
     out = _cli(tmp_path, *args)

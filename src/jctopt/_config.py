@@ -195,6 +195,8 @@ class SweepConf:
     top_k: int = 100
     group_by: list[str] = field(default_factory=lambda: ["gpu", "fabric", "n_gpus"])
     max_days: Optional[float] = None  # keep only configurations with expected JCT <= this
+    # ... and with failure-free time (steps x step, plus checkpoint stalls; start-up excluded) <= this
+    max_free_days: Optional[float] = None
     chunk_size: int = 262144  # configurations per compiled call
     dtype: str = "float32"  # float32 (fast) | float64
     resume: bool = False  # continue the newest unfinished sweep of this configuration

@@ -94,7 +94,7 @@ def build(cfg, devices: list | None = None) -> tuple[Space, "Engine"]:
     sw = cfg.sweep
     engine = Engine(space, to_config(cfg, layout=False), chunk_size=sw.chunk_size, dtype=sw.dtype,
                     keep=sw.keep, objective=sw.objective, top_k=sw.top_k, group_by=tuple(sw.group_by),
-                    max_days=sw.max_days, devices=devices)
+                    max_days=sw.max_days, max_free_days=sw.max_free_days, devices=devices)
     return space, engine
 
 
@@ -168,7 +168,7 @@ def _full(dec: Decoding, local, rows, tables, base):
     return jax.vmap(_decode_and_estimate, in_axes=(None, 0, None, None, None))(dec, local, rows, tables, base)
 
 
-def _scan_shard(kernel: Kernel, lanes, offset, n_valid, rows, tables, base, objective, max_jct_s):
+def _scan_shard(kernel: Kernel, lanes, offset, n_valid, rows, tables, base, objective, max_jct_s, max_free_s):
     """One device's lanes of a chunk: the keep mask and the count of configurations per Reason."""
     local = lanes + offset
     index, est = jax.vmap(_decode_and_estimate, in_axes=(None, 0, None, None, None))(
@@ -176,6 +176,8 @@ def _scan_shard(kernel: Kernel, lanes, offset, n_valid, rows, tables, base, obje
     valid = lanes < n_valid
     obj = jnp.stack([getattr(est, o) for o in OBJECTIVES])[objective]
     ok = valid & est.feasible & (jnp.isinf(max_jct_s) | (est.jct_s <= max_jct_s))  # inf: no deadline
+    free_s = est.steps * est.step_s * (1.0 + est.ckpt_write_s / est.ckpt_interval_s)
+    ok = ok & (jnp.isinf(max_free_s) | (free_s <= max_free_s))
     obj = jnp.where(ok, obj, jnp.inf)
     if kernel.keep == "all":
         keep = valid
@@ -198,12 +200,13 @@ def _scan_shard(kernel: Kernel, lanes, offset, n_valid, rows, tables, base, obje
 
 
 @functools.partial(jax.jit, static_argnums=0)
-def _scan(kernel: Kernel, lanes, offset, n_valid, rows, tables, base, objective, max_jct_s):
+def _scan(kernel: Kernel, lanes, offset, n_valid, rows, tables, base, objective, max_jct_s, max_free_s):
     """A whole chunk, its lanes split over ``kernel.mesh``: (keep mask, counts per Reason)."""
     TRACES[kernel] += 1
     return jax.shard_map(functools.partial(_scan_shard, kernel), mesh=kernel.mesh,
-                         in_specs=(P("d"), P(), P(), P(), P(), P(), P(), P()),
-                         out_specs=(P("d"), P()))(lanes, offset, n_valid, rows, tables, base, objective, max_jct_s)
+                         in_specs=(P("d"), P(), P(), P(), P(), P(), P(), P(), P()),
+                         out_specs=(P("d"), P()))(lanes, offset, n_valid, rows, tables, base, objective, max_jct_s,
+                                                  max_free_s)
 
 
 class Engine:
@@ -213,7 +216,7 @@ class Engine:
     def __init__(self, space: Space, base: Config, *, chunk_size: int = 262144, dtype: str = "float32",
                  keep: str = "feasible", objective: str = "cost_usd", top_k: int = 100,
                  group_by: tuple[str, ...] = ("gpu", "fabric", "n_gpus"), max_days: float | None = None,
-                 devices: list | None = None):
+                 max_free_days: float | None = None, devices: list | None = None):
         if keep not in KEEP_MODES:
             raise ConfigError(f"sweep.keep={keep!r} is not allowed: one of {', '.join(KEEP_MODES)}")
         if objective not in OBJECTIVES:
@@ -229,8 +232,9 @@ class Engine:
             raise ConfigError(f"sweep.chunk_size={chunk_size} is not allowed: a positive number of configurations")
         if not top_k >= 1:
             raise ConfigError(f"sweep.top_k={top_k} is not allowed: an integer >= 1")
-        if max_days is not None and not max_days > 0:
-            raise ConfigError(f"sweep.max_days={max_days!r} is not allowed: a number of days > 0 or null")
+        for key, days in (("max_days", max_days), ("max_free_days", max_free_days)):
+            if days is not None and not days > 0:
+                raise ConfigError(f"sweep.{key}={days!r} is not allowed: a number of days > 0 or null")
         # Whole lanes per device; a space smaller than one chunk is evaluated in one right-sized chunk.
         chunk_size = min(-(-chunk_size // n_dev) * n_dev, -(-space.size // (256 * n_dev)) * 256 * n_dev)
         self.space, self.chunk_size, self.keep, self.objective = space, chunk_size, keep, objective
@@ -263,6 +267,7 @@ class Engine:
         self.lanes = jax.device_put(jnp.arange(chunk_size, dtype=jnp.int32), NamedSharding(mesh, P("d")))
         self._objective = jnp.int32(OBJECTIVES.index(objective))
         self._max_jct_s = jnp.asarray(math.inf if max_days is None else max_days * 86400.0, f)
+        self._max_free_s = jnp.asarray(math.inf if max_free_days is None else max_free_days * 86400.0, f)
 
     # --- host side ---------------------------------------------------------------------------
 
@@ -283,7 +288,7 @@ class Engine:
         offset, n_valid, rows = self.chunk_rows(chunk)
         rows_dev = jax.device_put(Rows(*map(jnp.asarray, rows)), self._replicated)
         keep, counts = _scan(self.kernel, self.lanes, jnp.int32(offset), jnp.int32(n_valid), rows_dev,
-                             self.tables, self.base, self._objective, self._max_jct_s)
+                             self.tables, self.base, self._objective, self._max_jct_s, self._max_free_s)
         return chunk, offset, rows_dev, keep, counts
 
     def run(self, chunks):

@@ -21,10 +21,11 @@ def configured(cfg: DictConfig, **dotted) -> DictConfig:
 
 
 def search(cfg: DictConfig, keep: str, objective: str = "cost_usd", top_k: int = 1,
-           group_by: tuple[str, ...] = ("gpu",), max_days: float | None = None) -> pd.DataFrame:
+           group_by: tuple[str, ...] = ("gpu",), max_days: float | None = None,
+           max_free_days: float | None = None) -> pd.DataFrame:
     """The exact reduction ``keep`` of every configuration in ``cfg.space`` (see ``reduce_rows``)."""
     c = configured(cfg, sweep__keep=keep, sweep__objective=objective, sweep__top_k=top_k,
-                   sweep__group_by=list(group_by), sweep__max_days=max_days)
+                   sweep__group_by=list(group_by), sweep__max_days=max_days, sweep__max_free_days=max_free_days)
     space, engine = build(c)
     frames = [rows for _, rows, _ in engine.run(range(space.n_chunks(engine.chunk_size)))]
     return reduce_rows(pd.concat(frames, ignore_index=True), keep, objective, top_k, tuple(group_by))

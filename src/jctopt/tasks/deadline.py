@@ -5,9 +5,12 @@ meets ``job.deadline_days``, the cheapest that meets it with probability ``job.c
 The expected-JCT answer is exact over the grid from one pass: the cheapest configuration
 under any deadline lies on the (JCT, cost) frontier (whatever dominates it also meets the
 deadline and costs no more), so the frontier is computed once and the answer is its cheapest
-point left of the deadline. The confident answer is the cheapest frontier point with
-P(JCT <= deadline) >= confidence; the frontier is taken per GPU type, so that points of one
-type (one model-error basis) are compared only with each other.
+point left of the deadline. The confident answer is exact over the grid too, per GPU type
+(one model-error basis): P(JCT <= D) >= c needs at least c of the equiprobable error
+multipliers k_j to leave the failure-free time k_j T_free within D - start-up (no failure law
+finishes faster), i.e. T_free <= (D - start-up) / k_(ceil(c n)). The engine keeps the K
+cheapest configurations under that bound; in cost order the first with P >= c is the answer
+when it is among them (K grows until it is, or fewer than K pass the bound).
 """
 
 from __future__ import annotations
@@ -24,14 +27,15 @@ from .._config import ConfigError
 from .._search import catalog, configured, search
 from .._space import int_axis
 from ._output import json_row, layout_label, pyplot, save_plot
-from ._risk import with_risk
+from .. import _uncertainty as U
+from ._risk import error_basis, log_quantiles, with_risk
 
 
 def frontier(cfg: DictConfig) -> pd.DataFrame:
-    """The cost-time Pareto frontier of ``cfg.space``, fastest first, with ``days``,
-    ``meets_deadline`` (expected JCT), the risk columns of ``_risk.with_risk`` and
-    ``meets_with_confidence``. Computed per GPU type, then the points no other GPU type's
-    point dominates (``on_frontier``) marked."""
+    """The cost-time Pareto frontier of each GPU type of ``cfg.space``, fastest first, with
+    ``days``, ``meets_deadline`` (expected JCT), the risk columns of ``_risk.with_risk`` and
+    ``meets_with_confidence``; ``on_frontier`` marks the points no other type's point
+    dominates (the frontier of the whole space)."""
     parts = [search(configured(cfg, space__gpu=[gpu]), "pareto", "cost_usd") for gpu in cfg.space.gpu]
     front = pd.concat([p for p in parts if not p.empty] or parts[:1], ignore_index=True)
     front = front.sort_values(["jct_s", "cost_usd", "config_id"], ignore_index=True)
@@ -45,10 +49,35 @@ def frontier(cfg: DictConfig) -> pd.DataFrame:
     return front
 
 
-def cheapest(front: pd.DataFrame, column: str = "meets_deadline") -> pd.Series | None:
-    """The cheapest row where ``column`` holds (the per-GPU frontiers hold the global one, so
-    the expected-JCT answer is the grid's)."""
-    ok = front[front[column]]
+def confident_cheapest(cfg: DictConfig, first_k: int = 64) -> pd.Series | None:
+    """The cheapest configuration of ``cfg.space`` with P(JCT <= deadline) >= job.confidence,
+    exact over the grid (module docstring), or None."""
+    confidence = cfg.job.confidence
+    deadline_s = 86400.0 * float(cfg.job.deadline_days)
+    best = []
+    for gpu in cfg.space.gpu:
+        k = np.sort(U.error_multipliers(log_quantiles(error_basis(gpu))))
+        k_c = k[min(int(np.ceil(confidence * len(k))), len(k)) - 1]
+        bound_days = float((deadline_s - float(cfg.cluster.init_s)) / k_c / 86400.0)
+        if bound_days <= 0:
+            continue
+        top_k = first_k
+        while True:
+            rows = search(configured(cfg, space__gpu=[gpu]), "top_k", "cost_usd", top_k=top_k, max_free_days=bound_days)
+            rows = _with_risk(cfg, rows) if not rows.empty else rows
+            hit = rows[rows.p_deadline >= confidence] if not rows.empty else rows
+            if not hit.empty or len(rows) < top_k:
+                break
+            top_k *= 8
+        if not hit.empty:
+            best.append(hit.sort_values(["cost_usd", "jct_s", "config_id"]).iloc[0])
+    return min(best, key=lambda r: (r.cost_usd, r.jct_s)) if best else None
+
+
+def cheapest(front: pd.DataFrame) -> pd.Series | None:
+    """The cheapest row meeting the deadline in expectation (the per-GPU frontiers hold the
+    global one, so this is the grid's answer)."""
+    ok = front[front.meets_deadline]
     return None if ok.empty else ok.sort_values(["cost_usd", "jct_s"]).iloc[0]
 
 
@@ -83,7 +112,7 @@ def run_deadline(cfg: DictConfig) -> tuple[pd.DataFrame, dict]:
     scale_up(cfg)  # a bad value is named before any search
     front = frontier(cfg)
     best = cheapest(front)
-    confident = cheapest(front, "meets_with_confidence")
+    confident = confident_cheapest(cfg)
     answer = {"deadline_days": float(cfg.job.deadline_days), "best": None if best is None else json_row(best),
               "confidence": float(cfg.job.confidence),
               "best_with_confidence": None if confident is None else json_row(confident)}
