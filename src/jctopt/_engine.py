@@ -113,13 +113,15 @@ class Decoding(NamedTuple):
 
 class Kernel(NamedTuple):
     """What decides the traced program of a chunk's on-device reduction (hashable, static).
-    The objective and the deadline are array arguments: one program serves them all."""
+    The objective and the deadline are array arguments: one program serves them all. The
+    failure-free-time filter is traced only where asked for (it halves the CPU rate)."""
 
     decoding: Decoding
     keep: str
     top_k: int
     groups: tuple[tuple[str, int], ...]  # best_per_group: (axis, number of values) per axis
     mesh: Mesh  # the devices a chunk's lanes are split over
+    free_filter: bool = False  # sweep.max_free_days set
 
 
 # Traces per Kernel in this process: a guard against retracing (tests/test_sweep.py).
@@ -176,8 +178,8 @@ def _scan_shard(kernel: Kernel, lanes, offset, n_valid, rows, tables, base, obje
     valid = lanes < n_valid
     obj = jnp.stack([getattr(est, o) for o in OBJECTIVES])[objective]
     ok = valid & est.feasible & (jnp.isinf(max_jct_s) | (est.jct_s <= max_jct_s))  # inf: no deadline
-    free_s = est.steps * est.step_s * (1.0 + est.ckpt_write_s / est.ckpt_interval_s)
-    ok = ok & (jnp.isinf(max_free_s) | (free_s <= max_free_s))
+    if kernel.free_filter:
+        ok = ok & (est.steps * est.step_s * (1.0 + est.ckpt_write_s / est.ckpt_interval_s) <= max_free_s)
     obj = jnp.where(ok, obj, jnp.inf)
     if kernel.keep == "all":
         keep = valid
@@ -246,7 +248,8 @@ class Engine:
         sizes = {"n_gpus": len(space.n_gpus), **{a: len(space.inner[a]) for a in INNER_AXES}}
         self.decoding = Decoding(space.inner_shape, space.global_batch is not None)
         self.kernel = Kernel(self.decoding, keep, top_k,
-                             tuple((a, sizes[a]) for a in self.group_by) if keep == "best_per_group" else (), mesh)
+                             tuple((a, sizes[a]) for a in self.group_by) if keep == "best_per_group" else (), mesh,
+                             free_filter=max_free_days is not None)
         f = self.dtype
         inner = space.inner
         ckpt_auto, ckpt_s = ckpt_arrays(inner["ckpt_interval_s"], f)
