@@ -99,6 +99,8 @@ def test_procure_picks_the_cheapest_per_type_and_the_flip_price(compose, everyth
     assert w.gpu_hours * w.break_even_price_per_gpu_hour == pytest.approx(o.cost_usd, rel=1e-12)
     text = procure.verdict(df, days)
     assert w.gpu in text and f"{o.break_even_price_per_gpu_hour:.2f}" in text
+    # How sure the winner is, across the model error: better than a coin flip, said in the verdict.
+    assert 0.5 < w.p_winner_cheaper <= 1.0 and f"cheaper with {w.p_winner_cheaper:.0%} probability" in text
 
 
 def test_sync_wall_finder_matches_the_closed_form():

@@ -79,6 +79,16 @@ def test_estimate_carries_an_interval_and_a_deadline_probability(compose):
     assert p[0] < 0.01 and 0.05 < p[1] < 0.95 and p[2] > 0.99
 
 
+def test_p_cheaper_by_hand():
+    """Same GPU type (same error), same cost: a coin flip, ties counted half. Twice the cost of
+    the other: cheaper only where the error multipliers differ by more than 2x."""
+    assert _risk.p_cheaper(1.0, "h100_sxm", 1.0, "h100_sxm") == pytest.approx(0.5)
+    k = U.error_multipliers(_risk.log_quantiles(_risk.error_basis("h100_sxm")))
+    expected = np.mean(2.0 * k[:, None] < k[None, :])
+    assert _risk.p_cheaper(2.0, "h100_sxm", 1.0, "h100_sxm") == pytest.approx(expected)
+    assert _risk.p_cheaper(1.0, "h100_sxm", 2.0, "h100_sxm") == pytest.approx(1.0 - expected)
+
+
 def test_infeasible_rows_get_no_interval():
     rows = pd.DataFrame({"gpu": ["h100_sxm"], "step_s": [np.inf], "steps": [1e5], "ckpt_interval_s": [2000.0],
                          "ckpt_write_s": [30.0], "restart_s": [600.0], "mtbf_s": [86400.0], "jct_s": [np.inf]})

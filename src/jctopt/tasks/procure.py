@@ -115,7 +115,7 @@ def verdict(df: pd.DataFrame, deadline_days: float) -> str:
                  f"{o.price_ratio_flip:.0%} of its price).")
     p = w.get("p_winner_cheaper", np.nan)
     if np.isfinite(p):
-        confidence = df.attrs.get("confidence", 0.8)
+        confidence = df.attrs["confidence"]  # run_procure's job.confidence
         sure = (f"{w.gpu} is cheaper with {p:.0%} probability" if p >= confidence else
                 f"too close to call within the model's error: {w.gpu} is cheaper with {p:.0%} probability, "
                 f"below the {confidence:.0%} asked (job.confidence)")
