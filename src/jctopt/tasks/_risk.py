@@ -23,6 +23,7 @@ CALIBRATION_RECORD = CONF_DIR / "calibration.yaml"
 # Columns of an estimate row the failure law needs (Estimate fields, SI units).
 NEEDED = ("gpu", "step_s", "steps", "ckpt_interval_s", "ckpt_write_s", "restart_s", "mtbf_s", "jct_s")
 _CHUNK = 4096
+_LEFT_OUT = {"rows": "leave-one-source-out", "specs": "leave-one-die-out"}  # calibrate.ERROR_BASES
 
 
 @functools.cache
@@ -43,7 +44,13 @@ def error_basis(gpu: str) -> str:
 
 
 def log_quantiles(basis: str) -> list[float]:
-    return _record()["model_error"][basis]["log_quantiles"]
+    """The stored error quantiles of ``basis``; a record without them (a calibration on one
+    source or one die has no left-out predictions) is a ConfigError, not a guess."""
+    error = _record()["model_error"]
+    if basis not in error:
+        raise ConfigError(f"{CALIBRATION_RECORD}: model_error has no '{basis}' basis (the calibration had no "
+                          f"{_LEFT_OUT[basis]} predictions); calibrate on runs from several sources and GPU dies")
+    return error[basis]["log_quantiles"]
 
 
 def check_confidence(confidence) -> float:
