@@ -11,6 +11,7 @@ from pathlib import Path
 PACKAGE_DIR = Path(__file__).resolve().parent
 CONF_DIR = PACKAGE_DIR / "conf"  # Hydra's primary config directory (groups gpu/, model/, task/ ...)
 VALIDATION_DIR = PACKAGE_DIR / "data" / "validation"  # published runs, specs, nccl-tests; README lists sources
+CALIBRATION_RECORD = CONF_DIR / "calibration.yaml"  # written by `calibrate.apply=true`: values, errors, model_error
 
 
 def validation_file(name: str) -> Path:

@@ -42,12 +42,18 @@ def quantiles_of(log_ratios, weights=None, levels=LEVELS) -> list[float]:
     return [float(v) for v in np.interp(levels, mid, x)]
 
 
+def central(log_quantiles, confidence) -> tuple[float, float]:
+    """(lo, hi) log ratios of the central ``confidence`` interval, linear between ``LEVELS``."""
+    lo, hi = np.interp([(1.0 - confidence) / 2.0, (1.0 + confidence) / 2.0], LEVELS, np.asarray(log_quantiles, float))
+    return float(lo), float(hi)
+
+
 def coverage(log_ratios, log_quantiles, confidence, weights=None) -> float:
     """Weighted share of ``log_ratios`` inside the central ``confidence`` interval of an error
     distribution stored as ``log_quantiles``."""
     x = np.asarray(log_ratios, float)
     w = np.ones_like(x) if weights is None else np.asarray(weights, float)
-    lo, hi = np.interp([(1.0 - confidence) / 2.0, (1.0 + confidence) / 2.0], LEVELS, np.asarray(log_quantiles))
+    lo, hi = central(log_quantiles, confidence)
     keep = np.isfinite(x)
     return float(np.sum(w[keep] * ((x[keep] >= lo) & (x[keep] <= hi))) / np.sum(w[keep]))
 
@@ -61,8 +67,8 @@ def error_multipliers(log_quantiles) -> np.ndarray:
 
 def step_interval(step_s, log_quantiles, confidence):
     """Central interval (lo, hi) of the measured step time at ``confidence`` (0 < c < 1)."""
-    q = np.interp([(1.0 - confidence) / 2.0, (1.0 + confidence) / 2.0], LEVELS, np.asarray(log_quantiles, float))
-    return step_s * np.exp(q[0]), step_s * np.exp(q[1])
+    lo, hi = central(log_quantiles, confidence)
+    return step_s * np.exp(lo), step_s * np.exp(hi)
 
 
 def jct_cdf(t_s, solve_s, tau_s, ckpt_s, restart_s, mtbf_s, init_s, multipliers):

@@ -17,13 +17,11 @@ from omegaconf import OmegaConf
 
 from .. import _uncertainty as U
 from .._config import ConfigError
-from .._resources import CONF_DIR
+from .._resources import CALIBRATION_RECORD
 
-CALIBRATION_RECORD = CONF_DIR / "calibration.yaml"
 # Columns of an estimate row the failure law needs (Estimate fields, SI units).
 NEEDED = ("gpu", "step_s", "steps", "ckpt_interval_s", "ckpt_write_s", "restart_s", "mtbf_s", "jct_s")
 _CHUNK = 4096
-_LEFT_OUT = {"rows": "leave-one-source-out", "specs": "leave-one-die-out"}  # calibrate.ERROR_BASES
 
 
 @functools.cache
@@ -48,8 +46,8 @@ def log_quantiles(basis: str) -> list[float]:
     source or one die has no left-out predictions) is a ConfigError, not a guess."""
     error = _record()["model_error"]
     if basis not in error:
-        raise ConfigError(f"{CALIBRATION_RECORD}: model_error has no '{basis}' basis (the calibration had no "
-                          f"{_LEFT_OUT[basis]} predictions); calibrate on runs from several sources and GPU dies")
+        raise ConfigError(f"{CALIBRATION_RECORD}: model_error has no '{basis}' basis (its calibration could not "
+                          "leave a source or a die out); calibrate on runs from several sources and GPU dies")
     return error[basis]["log_quantiles"]
 
 
@@ -106,6 +104,12 @@ def with_risk(rows: pd.DataFrame, confidence: float, deadline_s: float, init_s: 
             p = np.asarray(_cdf(np.full(size, float(deadline_s)), *args, k))[:len(part)]
             out.loc[out.index[part], "p_deadline"] = p
     return out
+
+
+def with_job_risk(cfg, rows: pd.DataFrame) -> pd.DataFrame:
+    """``with_risk`` at the composed job's confidence, deadline and start-up, for its model."""
+    return with_risk(rows, cfg.job.confidence, 86400.0 * float(cfg.job.deadline_days), cfg.cluster.init_s,
+                     moe=cfg.model.n_experts > 1)
 
 
 def p_cheaper(cost_a: float, gpu_a: str, cost_b: float, gpu_b: str) -> float:

@@ -31,11 +31,10 @@ from rich.console import Console
 from .. import _calibrate as Cal
 from .. import _uncertainty as U
 from .._config import ConfigError, catalog_names, load_option
-from .._resources import CONF_DIR
+from .._resources import CALIBRATION_RECORD, CONF_DIR
 from .._types import stack
 from .validate import place_rows, read_runs, runs_path
 
-CALIBRATION_RECORD = CONF_DIR / "calibration.yaml"
 TRAINING_PRESETS = ("megatron", "modern")
 # Errors reported: catalog (as shipped), fitted, leave-one-source-out, leave-one-die-out.
 KINDS = ("catalog", "fitted", "loso", "lodo")

@@ -28,7 +28,7 @@ from .._search import catalog, configured, search
 from .._space import int_axis
 from ._output import json_row, layout_label, pyplot, save_plot
 from .. import _uncertainty as U
-from ._risk import error_basis, log_quantiles, with_risk
+from ._risk import error_basis, log_quantiles, with_job_risk
 
 
 def frontier(cfg: DictConfig) -> pd.DataFrame:
@@ -42,7 +42,7 @@ def frontier(cfg: DictConfig) -> pd.DataFrame:
     y = front.cost_usd.to_numpy()
     front["on_frontier"] = y < np.concatenate([[np.inf], np.minimum.accumulate(y)[:-1]])
     days = float(cfg.job.deadline_days)
-    front = _with_risk(cfg, front)
+    front = with_job_risk(cfg, front)
     front["days"] = front.jct_s / 86400.0
     front["meets_deadline"] = front.days <= days
     front["meets_with_confidence"] = front.p_deadline >= cfg.job.confidence
@@ -64,7 +64,7 @@ def confident_cheapest(cfg: DictConfig, first_k: int = 64) -> pd.Series | None:
         top_k = first_k
         while True:
             rows = search(configured(cfg, space__gpu=[gpu]), "top_k", "cost_usd", top_k=top_k, max_free_days=bound_days)
-            rows = _with_risk(cfg, rows) if not rows.empty else rows
+            rows = with_job_risk(cfg, rows) if not rows.empty else rows
             hit = rows[rows.p_deadline >= confidence] if not rows.empty else rows
             if not hit.empty or len(rows) < top_k:
                 break
@@ -98,12 +98,8 @@ def what_it_would_take(cfg: DictConfig) -> pd.Series | None:
     wide = configured(cfg, space__gpu=catalog("gpu", cfg.cluster.gpus_per_node), space__fabric=catalog("fabric"),
                       space__n_gpus=bigger)
     best = search(wide, "top_k", "cost_usd", top_k=1, max_days=float(cfg.job.deadline_days))
-    return None if best.empty else _with_risk(cfg, best).iloc[0]
+    return None if best.empty else with_job_risk(cfg, best).iloc[0]
 
-
-def _with_risk(cfg: DictConfig, rows: pd.DataFrame) -> pd.DataFrame:
-    return with_risk(rows, cfg.job.confidence, 86400.0 * float(cfg.job.deadline_days), cfg.cluster.init_s,
-                     moe=cfg.model.n_experts > 1)
 
 
 def run_deadline(cfg: DictConfig) -> tuple[pd.DataFrame, dict]:

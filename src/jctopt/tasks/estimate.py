@@ -14,7 +14,7 @@ from rich.table import Table
 from .._config import to_config
 from .._diagnosis import diagnose
 from .._jct import Reason, estimate
-from ._risk import with_risk
+from ._risk import with_job_risk
 
 STEP_ROWS = [
     ("compute_s", "compute (fwd + bwd + recompute, slowest stage)"),
@@ -40,8 +40,7 @@ def run_estimate(cfg: DictConfig) -> pd.DataFrame:
     row["reason"] = Reason(row["reason"]).name
     row["diagnosis"] = diagnose(config, est)
     row["gpu"] = cfg.gpu.name
-    return with_risk(pd.DataFrame([row]), cfg.job.confidence, 86400.0 * cfg.job.deadline_days, cfg.cluster.init_s,
-                     moe=cfg.model.n_experts > 1)
+    return with_job_risk(cfg, pd.DataFrame([row]))
 
 
 def _fmt_s(x: float) -> str:

@@ -21,7 +21,7 @@ from rich.table import Table
 from .._config import ConfigError, as_dict, load_option
 from .._search import configured, search
 from ._output import LAYOUT_COLUMNS, json_row, layout_label, pyplot, save_plot
-from ._risk import p_cheaper, with_risk
+from ._risk import p_cheaper, with_job_risk
 
 OUTPUT_COLUMNS = ["jct_s", "days", "cost_usd", "gpu_hours", "price_per_gpu_hour", "energy_kwh", "energy_usd",
                   "mfu", "efficiency", "n_failures"]
@@ -84,7 +84,7 @@ def run_procure(cfg: DictConfig) -> pd.DataFrame:
     # How sure: each row's intervals, and P(the winner is really the cheaper) against each
     # other type that meets the deadline (the smallest is kept).
     if "step_s" in df:
-        df = with_risk(df, cfg.job.confidence, 86400.0 * deadline, cfg.cluster.init_s, moe=cfg.model.n_experts > 1)
+        df = with_job_risk(cfg, df)
     df["p_winner_cheaper"] = np.nan
     if not ok.empty and len(ok) > 1:
         w = df[df.winner].iloc[0]

@@ -36,7 +36,7 @@ from .._config import ConfigError
 from .._engine import build, chunks_for_process, reduce_rows
 from .._jct import Reason
 from .._resources import why_unwritable
-from ._risk import with_risk
+from ._risk import with_job_risk
 
 REDUCTIONS = ("top_k", "pareto", "best_per_group")
 # Settings that change how a sweep runs but not what it computes (excluded from the fingerprint).
@@ -223,8 +223,7 @@ def run_sweep(cfg: DictConfig, out: Path, *, process: tuple[int, int] = (0, 1), 
         candidates = pd.read_parquet(d.parts)
         result = reduce_rows(candidates, sw.keep, sw.objective, sw.top_k, tuple(sw.group_by))
         if not result.empty:  # a reduction's few rows get their intervals (_risk); kept chunks do not
-            result = with_risk(result, cfg.job.confidence, 86400.0 * float(cfg.job.deadline_days),
-                               cfg.cluster.init_s, moe=cfg.model.n_experts > 1)
+            result = with_job_risk(cfg, result)
         _write_atomic(_table(result, meta), d.result / "result.parquet")
     counts = d.reason_counts()
     manifest.update(status="done", reason_counts={r.name: int(n) for r, n in zip(Reason, counts)},

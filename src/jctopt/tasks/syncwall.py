@@ -21,7 +21,7 @@ from .._config import ConfigError
 from .._search import configured, search
 from .._space import int_axis
 from ._output import pyplot, save_plot
-from ._risk import with_risk
+from ._risk import with_job_risk
 
 CURVE = ["family", "gpu", "fabric"]
 PURE_DP = dict(space__tp=[1], space__pp=[1], space__cp=[1], space__ep=[1], space__vpp=[1])
@@ -66,8 +66,7 @@ def run_syncwall(cfg: DictConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
     points["gpu"], points["fabric"] = points.gpu.astype(str), points.fabric.astype(str)
     points = points.sort_values(CURVE + ["n_gpus"], ignore_index=True)
     if not points.empty:  # each point's interval at job.confidence (_risk)
-        points = with_risk(points, cfg.job.confidence, 86400.0 * float(cfg.job.deadline_days), cfg.cluster.init_s,
-                           moe=cfg.model.n_experts > 1)
+        points = with_job_risk(cfg, points)
     points["days"] = points.jct_s / 86400.0
     points["marginal_eff"] = np.nan
     summary = []
