@@ -18,7 +18,9 @@ from jctopt import ConfigError
 from jctopt._config import check_layout
 from jctopt._engine import TRACES, build
 from jctopt._search import configured
+from jctopt import _uncertainty as U
 from jctopt._space import int_axis
+from jctopt.tasks import _risk
 from jctopt.tasks.sweep import run_sweep
 
 SMALL = [  # a MoE model so that ep and cp splits are exercised; 4 x 2 inner combinations
@@ -87,6 +89,12 @@ def test_sweep_rows_equal_scalar_estimate(compose, tmp_path):
         assert r.reason == jctopt.Reason(int(est.reason)).name
         for field in ("step_s", "jct_s", "mem_total", "cost_usd", "mfu"):
             np.testing.assert_allclose(r[field], float(getattr(est, field)), rtol=1e-12, err_msg=field)
+        # Kept rows carry the step time's interval at job.confidence 0.8: the stored 10th and
+        # 90th percentile log errors of the GPU's basis; none where the step is infinite.
+        q = _risk.log_quantiles(_risk.error_basis(r.gpu))
+        assert cfg.job.confidence == 0.8 and U.LEVELS[2] == 0.1 and U.LEVELS[6] == 0.9
+        expected = r.step_s * np.exp([q[2], q[6]]) if np.isfinite(r.step_s) else [np.nan, np.nan]
+        np.testing.assert_allclose([r.step_lo_s, r.step_hi_s], expected, rtol=1e-12)
 
 
 def test_chunked_equals_one_shot(compose, tmp_path):
@@ -218,6 +226,7 @@ def test_int_axis_forms():
 SHARDED = """
 import sys, jax, pandas as pd
 import jctopt
+from jctopt.tasks import _risk
 from jctopt.tasks.sweep import run_sweep
 assert len(jax.devices()) == 2
 cfg = jctopt.compose(sys.argv[2:])

@@ -160,23 +160,40 @@ COVERAGE_LEVELS = (0.5, 0.8, 0.9)
 def model_error(records: pd.DataFrame) -> dict:
     """The model's step-time error on runs it was not fitted to, per basis: weighted quantiles
     of log(measured / predicted) at ``_uncertainty.LEVELS`` (sources weigh the same, as in the
-    fit), and a check of their coverage: quantiles from every other source (sorted by name)
-    predict the intervals of the rest, and the other way round."""
+    fit), and checks of their coverage on groups they were not taken from (``held_out_coverage``).
+    ``coverage_loso``: each source's runs against the quantiles of every other source, the
+    situation of a new source (the shipped quantiles come from all but it); ``coverage_two_fold``:
+    half the sources (alternate names) against the other half, a stricter check with half the
+    data; for ``specs`` also ``coverage_lodo``, each die against the other dies."""
     out = {"levels": list(U.LEVELS)}
     sources = np.asarray(sorted(set(records.source)))
-    half = np.isin(records.source, sources[::2])
+    dies = np.asarray([die_of(g) for g in records.gpu]) if "gpu" in records else None
     for basis, (column, what) in ERROR_BASES.items():
         ratio = np.log(records.measured_iter_time_s.to_numpy(float) / records[column].to_numpy(float))
         w = records.weight.to_numpy(float)
         if not np.isfinite(ratio).any():
             continue  # calibrate without left-out fits (one source or one die)
-        cover = {}
-        for c in COVERAGE_LEVELS:
-            folds = [U.coverage(ratio[~fit], U.quantiles_of(ratio[fit], w[fit]), c, w[~fit]) for fit in (half, ~half)]
-            cover[c] = float(np.mean(folds))
-        out[basis] = {"log_quantiles": U.quantiles_of(ratio, w), "rows": int(np.isfinite(ratio).sum()),
-                      "from": what, "coverage_two_fold": cover}
+        entry = {"log_quantiles": U.quantiles_of(ratio, w), "rows": int(np.isfinite(ratio).sum()), "from": what,
+                 "coverage_loso": held_out_coverage(ratio, w, records.source.to_numpy()),
+                 "coverage_two_fold": held_out_coverage(ratio, w, np.isin(records.source, sources[::2]))}
+        if basis == "specs" and dies is not None:
+            entry["coverage_lodo"] = held_out_coverage(ratio, w, dies)
+        out[basis] = entry
     return out
+
+
+def held_out_coverage(log_ratios: np.ndarray, weights: np.ndarray, groups: np.ndarray) -> dict[float, float]:
+    """Mean over ``groups`` (each the same) of the weighted share of a group's log ratios inside
+    the central interval at each of ``COVERAGE_LEVELS`` of the quantiles of all other groups;
+    groups with no finite ratio, or whose complement has fewer than two, are skipped."""
+    finite = np.isfinite(log_ratios)
+    held = [g for g in np.unique(groups) if finite[groups == g].any() and (finite & (groups != g)).sum() >= 2]
+    cover = {}
+    for c in COVERAGE_LEVELS:
+        shares = [U.coverage(log_ratios[groups == g], U.quantiles_of(log_ratios[groups != g], weights[groups != g]),
+                             c, weights[groups == g]) for g in held]
+        cover[c] = float(np.mean(shares)) if shares else float("nan")
+    return cover
 
 
 def errors_by_source(records: pd.DataFrame) -> pd.DataFrame:

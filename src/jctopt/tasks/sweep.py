@@ -36,7 +36,7 @@ from .._config import ConfigError
 from .._engine import build, chunks_for_process, reduce_rows
 from .._jct import Reason
 from .._resources import why_unwritable
-from ._risk import with_job_risk
+from ._risk import with_job_risk, with_step_interval
 
 REDUCTIONS = ("top_k", "pareto", "best_per_group")
 # Settings that change how a sweep runs but not what it computes (excluded from the fingerprint).
@@ -199,6 +199,8 @@ def run_sweep(cfg: DictConfig, out: Path, *, process: tuple[int, int] = (0, 1), 
             for i, (chunk, rows, counts) in enumerate(engine.run(todo)):
                 if stop_after is not None and i >= stop_after:
                     raise KeyboardInterrupt
+                if sw.keep not in REDUCTIONS:  # a reduction's rows get the whole risk at the end
+                    rows = with_step_interval(rows, cfg.job.confidence)
                 table = _table(rows, {**meta, "jctopt.reason_counts": json.dumps(counts.tolist()),
                                       "jctopt.chunk": str(chunk)})
                 _write_atomic(table, d.part(chunk))
@@ -222,7 +224,7 @@ def run_sweep(cfg: DictConfig, out: Path, *, process: tuple[int, int] = (0, 1), 
     if sw.keep in REDUCTIONS:
         candidates = pd.read_parquet(d.parts)
         result = reduce_rows(candidates, sw.keep, sw.objective, sw.top_k, tuple(sw.group_by))
-        if not result.empty:  # a reduction's few rows get their intervals (_risk); kept chunks do not
+        if not result.empty:  # a reduction's few rows get JCT intervals; kept rows only the step's
             result = with_job_risk(cfg, result)
         _write_atomic(_table(result, meta), d.result / "result.parquet")
     counts = d.reason_counts()
