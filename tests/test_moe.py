@@ -125,3 +125,22 @@ def test_expert_parallel_gathers_tokens_onto_fewer_experts(config, ep):
     qkv = C.gemm_time(tokens, 7168.0, (float(C.attention_params(m)) - 128 * 128 * 7168) / 7168, rate, g)
     expected = qkv + 3 / 61 * dense + 58 / 61 * (experts + shared)
     assert float(column) == pytest.approx(float(expected), rel=1e-12)
+
+
+def test_folded_experts_stay_whole_on_fewer_tokens(config):
+    """MoE parallel folding, DeepSeek-V3 at tp 2, ep 16, etp 1: each GPU holds 256/16 experts
+    whole (width 2048) and runs through each the top-8 copies of its TP share of the tokens,
+    4096 x 8 x 16 x 1 / (2 x 256) = 1024; without folding (etp = tp) the experts are split in
+    two and see 2048 tokens. Same FLOPs, other shapes."""
+    cfg = _model(config, "deepseek_v3", "training.micro_batch=1")
+    m, g, t = cfg.model, cfg.gpu, cfg.train
+    rate = C.matmul_peak_flops(g, t)
+    column, _ = C.layer_gemm_times(m, g, t, 2.0, 1.0, 16.0, 1.0)
+    experts = 16 * C.gemm_time(1024.0, 7168.0, 2 * 2048.0, rate, g)
+    dense = C.gemm_time(4096.0, 7168.0, 2 * 18432.0 / 2, rate, g)
+    shared = C.gemm_time(4096.0, 7168.0, 2 * 2048.0 / 2, rate, g)
+    qkv = C.gemm_time(4096.0, 7168.0, (float(C.attention_params(m)) - 128 * 128 * 7168) / 7168 / 2, rate, g)
+    assert float(column) == pytest.approx(float(qkv + 3 / 61 * dense + 58 / 61 * (experts + shared)), rel=1e-12)
+    unfolded, _ = C.layer_gemm_times(m, g, t, 2.0, 1.0, 16.0)
+    split = 16 * C.gemm_time(2048.0, 7168.0, 2 * 2048.0 / 2, rate, g)
+    assert float(unfolded) == pytest.approx(float(qkv + 3 / 61 * dense + 58 / 61 * (split + shared)), rel=1e-12)

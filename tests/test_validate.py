@@ -273,15 +273,44 @@ def test_runs_name_a_path_or_a_shipped_file(tmp_path):
         validate.runs_path(str(tmp_path / "missing.csv"))
 
 
-def test_expert_tensor_parallel_equal_to_tp_is_placed(compose):
-    """The model splits each expert over the TP ranks (etp = tp, Megatron-Core's default); a row
-    with etp = tp or etp = 1 is placed, any other etp is refused with a reason naming it."""
+def test_expert_tensor_parallelism_and_folding(compose):
+    """Blank etp is tp (Megatron-Core's default), etp 1 keeps experts whole; an etp that does not
+    divide tp is refused with a reason naming it. With etp 1, EP may span the TP ranks (MoE
+    parallel folding): Mixtral 8x22B on 256 GPUs at tp 2, pp 4 has dp 32, so ep 64 divides
+    tp x cp x dp / etp = 64 but not dp x cp, which etp = tp would need."""
     moe = pd.read_csv(validation_file("runs_moe_dev.csv"))
     row = moe[moe.id == "nemofw_2504_mixtral_8x22b_gb200_fp8cs_n256"].iloc[0].to_dict()
-    assert row["tp"] == 2
+    assert (row["tp"], row["pp"], row["num_gpus"]) == (2, 4, 256)
     base = compose("task=validate")
-    for etp in (1, 2):
+    for etp, expected in ((None, 2.0), (1, 1.0), (2, 2.0)):
         cfg, _ = validate.row_config(base, dict(row, etp=etp))
-        assert cfg.layout.tp == 2 and cfg.model.n_experts == 8
-    with pytest.raises(validate.RowError, match=r"etp=4: expert tensor parallelism other than 1 or tp=2"):
+        assert float(jctopt.to_config(cfg).layout.etp) == expected and cfg.model.n_experts == 8
+    with pytest.raises(validate.RowError, match=r"etp=4: expert tensor parallelism must divide tp=2"):
         validate.row_config(base, dict(row, etp=4))
+    folded = dict(row, etp=1, ep=64, experts=64)
+    cfg, _ = validate.row_config(base, folded)
+    assert float(jctopt.estimate(jctopt.to_config(cfg)).step_s) > 0
+    cfg, _ = validate.row_config(base, dict(folded, etp=2))
+    with pytest.raises(ConfigError, match=r"layout.ep=64 is not allowed: a divisor of tp\*cp\*dp/etp=32"):
+        jctopt.to_config(cfg)
+
+
+def test_moe_dispatch_and_overlap_as_the_notes_name_them(compose):
+    """The recipe's a2a_overlap flag wins; DualPipe overlaps; 'overlap paths disabled' does not;
+    unnamed, overlap is on from 2025 and the row says it used that default. DeepEP, HybridEP
+    and node-limited routing dispatch in two hops; the all-to-all dispatcher, or none named,
+    flat."""
+    moe = pd.read_csv(validation_file("runs_moe_dev.csv"))
+    row = moe[moe.id == "nemofw_2504_mixtral_8x22b_gb200_fp8cs_n256"].iloc[0].to_dict()
+    base = compose("task=validate")
+    cases = [("dispatcher backend=deepep; a2a_overlap=True", True, True, False),
+             ("flex dispatcher backend=hybridep; moe_a2a_overlap=False", False, True, False),
+             ("DualPipe schedule; node-limited routing (<=4 nodes/token)", True, True, False),
+             ("alltoall dispatcher, overlap paths disabled", False, False, False),
+             ("", True, False, True)]
+    for notes, overlap, two_hop, defaulted in cases:
+        cfg, used = validate.row_config(base, dict(row, notes=notes))
+        assert (cfg.training.ep_comm_overlap, cfg.training.ep_two_hop) == (overlap, two_hop), notes
+        assert ("ep_comm_overlap" in used) == defaulted, notes
+    cfg, _ = validate.row_config(base, dict(row, notes="", source="A 2024 page", container_or_version=""))
+    assert not cfg.training.ep_comm_overlap

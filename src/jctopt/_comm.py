@@ -123,6 +123,25 @@ def all_to_all(nbytes, size, stride, g: GPUSpec, f: FabricSpec, c: ClusterSpec):
     return latency * _US + jnp.maximum(intra, inter)
 
 
+def all_to_all_two_hop(nbytes, top_k, size, stride, g: GPUSpec, f: FabricSpec, c: ClusterSpec):
+    """Hierarchical MoE dispatch (or combine) of ``top_k`` copies of an ``nbytes`` token
+    buffer per GPU: DeepEP's internode kernels and HybridEP send a token over the fabric once
+    per remote NVLink domain holding one of its experts, to the GPU of the same local rank,
+    which forwards it over NVLink (DeepSeek-V3 report, arXiv:2412.19437, Sec. 3.2.2). With k
+    experts drawn uniformly over d domains a token reaches (d - 1)(1 - (1 - 1/d)^k) remote
+    domains on average; the flat all-to-all sends k (n - n_local)/n copies. Inside one domain
+    the two are the same."""
+    n = size
+    n_local, n_dom = placement(size, stride, g.nvlink_domain)
+    remote_domains = (n_dom - 1.0) * (1.0 - (1.0 - 1.0 / n_dom) ** top_k)
+    inter = remote_domains * nbytes / scale_out_bw(size, stride, g, f, c)
+    # NVLink: copies for the other GPUs of the own domain, and forwarding those that arrive.
+    nvlink_copies = top_k * ((n_local - 1.0) / n + (n - n_local) / n * (n_local - 1.0) / n_local)
+    intra = nvlink_copies * nbytes / nvlink_bw(g)
+    latency = (n_local - 1.0) * g.nvlink_latency_us + (n_dom - 1.0) * f.latency_us
+    return latency * _US + jnp.maximum(intra, inter)
+
+
 def p2p(nbytes, crosses_domain, g: GPUSpec, f: FabricSpec, c: ClusterSpec):
     """One point-to-point send (pipeline stage boundary)."""
     net = f.latency_us * _US + nbytes / nic_bw(f, c)

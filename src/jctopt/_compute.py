@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+from . import _experts as E
 from . import _quantization as Q
 from ._types import GPUSpec, ModelSpec, Training
 
@@ -71,6 +72,13 @@ def mlp_width_per_token(m: ModelSpec):
     layer, (top_k + shared experts) x moe_ffn_hidden in an MoE layer."""
     f = moe_layer_fraction(m)
     return (1.0 - f) * m.ffn_hidden + f * (m.top_k + m.n_shared_experts) * m.moe_ffn_hidden
+
+
+def mlp_copies_per_token(m: ModelSpec):
+    """Copies of a token's hidden state the MLP GEMMs read, averaged over the layers: 1 in a
+    dense layer, top_k (+ 1 for the shared experts, one GEMM) in a routed one."""
+    f = moe_layer_fraction(m)
+    return (1.0 - f) + f * (m.top_k + jnp.where(m.n_shared_experts > 0, 1.0, 0.0))
 
 
 def moe_layer_params(m: ModelSpec):
@@ -216,44 +224,45 @@ def hbm_rate(g: GPUSpec):
     return 1e12 * g.hbm_tbps * g.mem_eff
 
 
-def layer_gemm_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0):
+def layer_gemm_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0, etp=None):
     """Forward time (s) of one layer's GEMMs for one micro-batch on one GPU, split into
     (column-parallel: QKV and MLP up, row-parallel: attention output and MLP down).
 
     Tokens per GPU are b s / cp (context parallel splits the sequence); weights are split
     over tp (Megatron column/row parallel). Routed experts: expert parallelism places
-    n_experts / ep of them on each GPU and dispatches to each the tokens of all ep ranks that
-    chose it, top_k x tokens x ep / n_experts under balanced routing (GShard, Lepikhin et al.
-    2020): the FLOPs do not depend on ep, the GEMM shapes do (small experts at small ep are
-    thin, memory-bound GEMMs). Shared experts see every token. Dense and MoE layers are
-    averaged by their share of the layers.
+    n_experts / ep of them on each GPU, 1/etp of each (``etp`` None = tp), and dispatches to
+    each the tokens that chose it (``_experts.tokens_per_local_expert``): the FLOPs do not
+    depend on ep or etp, the GEMM shapes do (small experts at small ep are thin, memory-bound
+    GEMMs). Shared experts see every token. Dense and MoE layers are averaged by their share
+    of the layers.
     """
+    etp = tp if etp is None else etp
     rate = matmul_peak_flops(g, t)
     tokens = t.micro_batch * t.seq_len / cp
     h, context = m.hidden, m.n_heads * m.v_head_dim
     qkv = gemm_time(tokens, h, qkv_width(m) / tp, rate, g)
     proj = gemm_time(tokens, context / tp, h, rate, g)
 
-    def mlp(n_tokens, width):  # (up incl. the gate, down)
-        return (gemm_time(n_tokens, h, (1.0 + m.glu) * width / tp, rate, g),
-                gemm_time(n_tokens, width / tp, h, rate, g))
+    def mlp(n_tokens, width, split):  # (up incl. the gate, down), the width split over ``split`` ranks
+        return (gemm_time(n_tokens, h, (1.0 + m.glu) * width / split, rate, g),
+                gemm_time(n_tokens, width / split, h, rate, g))
 
-    dense_up, dense_down = mlp(tokens, m.ffn_hidden)
+    dense_up, dense_down = mlp(tokens, m.ffn_hidden, tp)
     local_experts = m.n_experts / ep
-    expert_up, expert_down = mlp(tokens * m.top_k / local_experts, m.moe_ffn_hidden)
+    expert_up, expert_down = mlp(E.tokens_per_local_expert(tokens, m, tp, ep, etp), m.moe_ffn_hidden, etp)
     has_shared = jnp.where(m.n_shared_experts > 0, 1.0, 0.0)
     # One expert's width stands in where there is none, so that no 0/0 reaches a gradient.
-    shared_up, shared_down = mlp(tokens, jnp.where(has_shared > 0, m.n_shared_experts, 1.0) * m.moe_ffn_hidden)
+    shared_up, shared_down = mlp(tokens, jnp.where(has_shared > 0, m.n_shared_experts, 1.0) * m.moe_ffn_hidden, tp)
     f = moe_layer_fraction(m)
     up = (1.0 - f) * dense_up + f * (local_experts * expert_up + has_shared * shared_up)
     down = (1.0 - f) * dense_down + f * (local_experts * expert_down + has_shared * shared_down)
     return qkv + up, proj + down
 
 
-def layer_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0):
+def layer_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0, etp=None):
     """Forward time (s) of one layer for one micro-batch on one GPU, split into
     (GEMMs, attention core, memory-bound elementwise ops)."""
-    column, row = layer_gemm_times(m, g, t, tp, cp, ep)
+    column, row = layer_gemm_times(m, g, t, tp, cp, ep, etp)
     tokens = t.micro_batch * t.seq_len / cp
     h, d = m.hidden, head_dim(m)
     # Attention core, forward: per head (s/cp x d) @ (d x s) and (s/cp x s) @ (s x d), bf16
@@ -299,19 +308,21 @@ def core_backward_factor(t: Training):
     return jnp.where(t.flash_attention > 0, 2.5, 2.0)
 
 
-def microbatch_compute_time(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, layers_per_stage, last_stage, ep=1.0):
+def microbatch_compute_time(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, layers_per_stage, last_stage, ep=1.0,
+                            etp=None):
     """Forward + backward (+ recompute) compute time (s) of one micro-batch on one stage.
 
     Backward costs 2x forward (Narayanan 2021 Sec. 5.1), the flash attention core 2.5x.
     ``last_stage`` adds that many output heads: the logits GEMM and the cross-entropy over
     them (1 + multi-token-prediction modules on the last stage, 0 elsewhere).
     """
-    gemm, core, elem = layer_times(m, g, t, tp, cp, ep)
+    gemm, core, elem = layer_times(m, g, t, tp, cp, ep, etp)
     per_layer = 3.0 * (gemm + elem) + (1.0 + core_backward_factor(t)) * core + recompute_time(t, gemm, core, elem)
     tokens = t.micro_batch * t.seq_len / cp
     # Low-precision recipes quantize each GEMM input forward (again when recomputing) and each
     # output gradient backward, through HBM (_quantization).
-    q_fwd, q_bwd = Q.quantized_elements_per_token(m, t, tp, qkv_width(m), mlp_width_per_token(m))
+    q_fwd, q_bwd = Q.quantized_elements_per_token(m, t, tp, qkv_width(m), mlp_width_per_token(m),
+                                                  mlp_copies_per_token(m))
     per_layer += (Q.cast_bytes_per_element(t) * tokens * ((1.0 + full_recompute_share(t)) * q_fwd + q_bwd)
                   / hbm_rate(g))
     # The output layer stays in bf16 under fp8 and fp4 recipes: Transformer Engine's autocast

@@ -126,6 +126,7 @@ class LayoutConf:
     cp: int = 1
     ep: int = 1
     vpp: int = 1
+    etp: Optional[int] = None  # expert tensor parallel; None = tp (no MoE parallel folding)
 
 
 @dataclass
@@ -147,6 +148,7 @@ class TrainingConf:
     dp_overlap: bool = True  # gradient sync and ZeRO-3 gathers overlapped with compute
     mp_comm_overlap: bool = False
     ep_comm_overlap: bool = False  # MoE all-to-alls hidden behind another micro-batch's compute
+    ep_two_hop: bool = False  # MoE dispatch over the fabric once per remote NVLink domain (DeepEP, HybridEP)
     tp_async_backward: bool = True  # Megatron --async-tensor-model-parallel-allreduce (its default)
     bucket_mparams: float = 25.0
     metric_loss_passes: int = 0  # Composer/llm-foundry: 2 (LanguageCrossEntropy, LanguagePerplexity every micro-batch)
@@ -399,10 +401,13 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
               f"a divisor of gpu.nvlink_domain={gpu.nvlink_domain} (gpu={gpu.name})")
     if layout:
         check_layout(m.n_heads, m.n_layers, m.seq_len, m.n_experts, lay.n_gpus, lay.tp, lay.pp,
-                     lay.cp, lay.ep, lay.vpp, tr.global_batch, tr.micro_batch)
+                     lay.cp, lay.ep, lay.vpp, tr.global_batch, tr.micro_batch, lay.etp)
 
 
-def check_layout(heads, layers, seq_len, experts, n_gpus, tp, pp, cp, ep, vpp, global_batch, micro_batch):
+def check_layout(heads, layers, seq_len, experts, n_gpus, tp, pp, cp, ep, vpp, global_batch, micro_batch,
+                 etp=None):
+    """Raise ConfigError naming the first layout value that does not divide; ``etp`` None = tp."""
+    etp = tp if etp is None else etp
     if heads % tp:
         _fail("layout.tp", tp, f"a divisor of model.n_heads={heads}")
     if not pipeline.fits(layers, pp, vpp):
@@ -416,9 +421,12 @@ def check_layout(heads, layers, seq_len, experts, n_gpus, tp, pp, cp, ep, vpp, g
         _fail("layout.ep", ep, f"a divisor of model.n_experts={experts}")
     if n_gpus % (tp * pp * cp):
         _fail("layout.n_gpus", n_gpus, f"a multiple of tp*pp*cp={tp * pp * cp}")
+    if etp < 1 or tp % etp:
+        _fail("layout.etp", etp, f"a divisor of layout.tp={tp} (expert tensor parallelism within the TP ranks)")
     dp = n_gpus // (tp * pp * cp)
-    if (dp * cp) % ep:
-        _fail("layout.ep", ep, f"a divisor of dp*cp={dp * cp}")
+    if (tp * cp * dp) % (etp * ep):
+        # MoE parallel folding: the stage's tp*cp*dp ranks split into etp x ep x edp (_experts).
+        _fail("layout.ep", ep, f"a divisor of tp*cp*dp/etp={tp * cp * dp // etp} (etp={etp})")
     if global_batch % (dp * micro_batch):
         _fail("training.global_batch", global_batch,
               f"a multiple of dp x micro_batch = {dp} x {micro_batch} = {dp * micro_batch}")
@@ -449,7 +457,7 @@ def to_config(cfg: DictConfig, layout: bool = True) -> Config:
     return Config(
         model=_floats(ModelSpec, model), gpu=_floats(GPUSpec, c["gpu"]),
         fabric=_floats(FabricSpec, c["fabric"]), cluster=_floats(ClusterSpec, c["cluster"]),
-        layout=_floats(Layout, c["layout"]), train=_floats(Training, training), job=_floats(Job, job),
+        layout=_floats(Layout, dict(c["layout"], etp=c["layout"].get("etp") or c["layout"]["tp"])), train=_floats(Training, training), job=_floats(Job, job),
     )
 
 

@@ -26,7 +26,7 @@ DISCRETE = {
     "gpu": {"nvls", "nvlink_domain"},
     "fabric": {"rdma", "sharp"},
     "cluster": {"gpus_per_node", "nics_per_node", "rail_optimized", "switch_radix"},
-    "layout": {"n_gpus", "tp", "pp", "cp", "ep", "vpp"},
+    "layout": {"n_gpus", "tp", "pp", "cp", "ep", "vpp", "etp"},
     "train": {"recompute", "zero_stage", "seq_parallel", "flash_attention", "fused_attention", "low_precision", "micro_batch", "global_batch"},
     "job": {"ckpt_auto", "ckpt_async"},
 }
@@ -150,11 +150,12 @@ def sensitivity(cfg: Config) -> list[dict]:
 
 def valid_gpu_counts(cfg: Config) -> np.ndarray:
     """GPU counts for which the layout of ``cfg`` (tp, pp, cp, ep, micro-batch, global batch)
-    divides: dp divides global_batch / micro_batch and dp x cp is a multiple of ep."""
+    divides: dp divides global_batch / micro_batch and tp x cp x dp is a multiple of etp x ep."""
     lay, t = cfg.layout, cfg.train
     replica = int(lay.tp * lay.pp * lay.cp)
     per_dp = int(t.global_batch) // int(t.micro_batch)
-    dps = np.array([d for d in range(1, per_dp + 1) if per_dp % d == 0 and (d * int(lay.cp)) % int(lay.ep) == 0])
+    experts = int(lay.etp * lay.ep)
+    dps = np.array([d for d in range(1, per_dp + 1) if per_dp % d == 0 and (d * int(lay.cp * lay.tp)) % experts == 0])
     return dps * replica
 
 

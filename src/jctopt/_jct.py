@@ -17,6 +17,7 @@ from jax.scipy.special import ndtri
 
 from . import _comm as K
 from . import _compute as C
+from . import _experts as E
 from . import _memory as Mem
 from . import _pipeline as P
 from . import _reliability as R
@@ -127,7 +128,8 @@ def layout_checks(cfg: Config, relaxed: bool = False):
         return (dp >= 1.0) & (n_micro >= 1.0), dp, n_micro
     ok = (_is_int(dp) & (dp >= 1.0) & _is_int(n_micro) & (n_micro >= 1.0)
           & _is_int(m.n_heads / lay.tp) & P.fits(m.n_layers, lay.pp, lay.vpp)
-          & _is_int(t.seq_len / lay.cp) & _is_int(m.n_experts / lay.ep) & _is_int(dp * lay.cp / lay.ep)
+          & _is_int(t.seq_len / lay.cp) & _is_int(m.n_experts / lay.ep) & _is_int(lay.tp / lay.etp)
+          & _is_int(E.expert_data_parallel(lay, dp))
           & ((lay.vpp == 1.0) | (lay.pp > 1.0)))
     return ok, dp, n_micro
 
@@ -151,11 +153,11 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     # unevenly, a middle one ---
     layers_per_stage, layers_last = P.stage_layers(m.n_layers, lay.pp, lay.vpp)
     # Multi-token-prediction modules (a layer and an output head each) sit on the last stage.
-    t_comp_mb = jnp.maximum(C.microbatch_compute_time(m, g, t, lay.tp, lay.cp, layers_per_stage, 0.0, lay.ep),
+    t_comp_mb = jnp.maximum(C.microbatch_compute_time(m, g, t, lay.tp, lay.cp, layers_per_stage, 0.0, lay.ep, lay.etp),
                             C.microbatch_compute_time(m, g, t, lay.tp, lay.cp, layers_last + m.mtp_layers,
-                                                      1.0 + m.mtp_layers, lay.ep))
-    _, core, _ = C.layer_times(m, g, t, lay.tp, lay.cp, lay.ep)
-    column, row = C.layer_gemm_times(m, g, t, lay.tp, lay.cp, lay.ep)  # column-parallel: QKV, MLP up
+                                                      1.0 + m.mtp_layers, lay.ep, lay.etp))
+    _, core, _ = C.layer_times(m, g, t, lay.tp, lay.cp, lay.ep, lay.etp)
+    column, row = C.layer_gemm_times(m, g, t, lay.tp, lay.cp, lay.ep, lay.etp)  # column-parallel: QKV, MLP up
     gemm = column + row
 
     # --- communication per micro-batch on the critical path ---
@@ -196,9 +198,11 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     moe = jnp.where(m.n_experts > 1, 1.0, 0.0)
     # Each TP rank dispatches its sequence-parallel share of the tokens (Megatron-Core's token
     # dispatchers run on the SP-split hidden states; MoE with TP requires SP).
-    a2a_bytes = 2.0 * tokens / jnp.where(t.seq_parallel > 0, lay.tp, 1.0) * m.top_k * m.hidden
+    token_bytes = 2.0 * tokens / jnp.where(t.seq_parallel > 0, lay.tp, 1.0) * m.hidden
     n_a2a = moe * layers_per_stage * C.moe_layer_fraction(m) * (4.0 + 2.0 * recompute_full)
-    ep_raw = n_a2a * K.all_to_all(a2a_bytes, lay.ep, lay.tp * lay.cp, g, f, c)
+    flat = K.all_to_all(token_bytes * m.top_k, lay.ep, E.ep_stride(lay), g, f, c)
+    two_hop = K.all_to_all_two_hop(token_bytes, m.top_k, lay.ep, E.ep_stride(lay), g, f, c)
+    ep_raw = n_a2a * jnp.where(t.ep_two_hop > 0, two_hop, flat)
     # Schedules that interleave two micro-batches hide one's dispatch and combine behind the
     # other's compute: DeepSeek-V3's DualPipe (report Sec. 3.2.1), Megatron-Core's 1F1B
     # all-to-all overlap (--overlap-moe-expert-parallel-comm).
@@ -228,7 +232,7 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     wire = t.grad_bytes * t.grad_compression
     z3 = jnp.where(t.zero_stage >= 3, 1.0, 0.0)
     dp_group = dp * lay.cp
-    edp_group = jnp.maximum(dp_group / lay.ep, 1.0)  # replicas of one expert
+    edp_group = jnp.maximum(E.expert_data_parallel(lay, dp), 1.0)  # replicas of one expert shard
     # The gradients are all-reduced across the replicas: whole with DDP and ZeRO-1/2, the
     # node's shard with ZeRO-3 HYBRID_SHARD, not at all with plain ZeRO-3 (its reduce-scatter
     # per micro-batch, below, leaves each shard summed on its owner). Dense parameters over
@@ -236,7 +240,7 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     shard_d = jnp.where(z3 > 0, mem.shard_dense, 1.0)
     shard_e = jnp.where(z3 > 0, mem.shard_expert, 1.0)
     grad_sync = (K.all_reduce(wire * dense / shard_d, dp_group / shard_d, lay.tp * shard_d, g, f, c)
-                 + moe * K.all_reduce(wire * expert / shard_e, edp_group / shard_e, lay.tp * lay.ep * shard_e,
+                 + moe * K.all_reduce(wire * expert / shard_e, edp_group / shard_e, E.edp_stride(lay) * shard_e,
                                       g, f, c))
     # DDP buckets: the last bucket cannot overlap; the rest hides behind the last backward.
     bucket = jnp.minimum(1e6 * t.bucket_mparams / (dense + expert), 1.0)
@@ -263,7 +267,7 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
 
     def zero3_pass(bytes_per_param):
         return (layer_by_layer(bytes_per_param * dense, mem.shard_dense, lay.tp)
-                + moe * layer_by_layer(bytes_per_param * expert, mem.shard_expert, lay.tp * lay.ep))
+                + moe * layer_by_layer(bytes_per_param * expert, mem.shard_expert, E.edp_stride(lay)))
 
     # Under pipeline parallelism FSDP2 keeps a stage's weights gathered across its micro-batches
     # and syncs the accumulated gradients once (torchtitan apply_fsdp: reshard_after_forward

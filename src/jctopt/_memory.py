@@ -7,6 +7,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from . import _compute as C
+from . import _experts as E
 from . import _pipeline as P
 from ._types import Layout, ModelSpec, Training
 
@@ -32,7 +33,7 @@ def local_params(m: ModelSpec, lay: Layout, t: Training):
     """(dense, expert) parameters held by one GPU of the largest stage, before ZeRO.
 
     Layers split over pp (the busiest rank's, ``_pipeline.stage_layers``), weights over tp,
-    experts additionally over ep. With pp > 1 the
+    experts over etp x ep (``_experts``). With pp > 1 the
     first (or last) stage also holds a V x h embedding; with pp == 1 the one stage holds all.
     """
     layers, _ = P.stage_layers(m.n_layers, lay.pp, lay.vpp)
@@ -41,7 +42,7 @@ def local_params(m: ModelSpec, lay: Layout, t: Training):
     dense_layer = C.layer_params(m) - experts
     embed = jnp.where(lay.pp > 1, m.vocab * m.hidden, C.embedding_params(m, t.seq_len))
     dense = (layers * dense_layer + embed) / lay.tp
-    expert = layers * experts / (lay.tp * lay.ep)
+    expert = layers * experts / (lay.etp * lay.ep)
     return dense, expert
 
 
@@ -75,14 +76,14 @@ def activation_bytes_per_layer(m: ModelSpec, lay: Layout, t: Training):
 
 def shard_groups(lay: Layout, t: Training, dp, gpus_per_node):
     """(dense, expert) ranks over which ZeRO shards its state: the data-parallel group dp*cp,
-    experts the expert-data-parallel group dp*cp/ep. ZeRO-3 with ``hybrid_shard`` shards only
+    experts the expert-data-parallel group tp*cp*dp/(etp*ep). ZeRO-3 with ``hybrid_shard`` shards only
     over the data-parallel ranks inside one node (ranks are ordered tp, cp, dp, so a node holds
     gpus_per_node/tp of them) and every node is a replica (PyTorch FSDP HYBRID_SHARD,
     Zhao et al. 2023, arXiv:2304.11277, Sec. 3.2)."""
     full = dp * lay.cp
     in_node = jnp.clip(gpus_per_node / lay.tp, 1.0, full)
     dense = jnp.where((t.hybrid_shard > 0) & (t.zero_stage >= 3), in_node, full)
-    return dense, jnp.maximum(dense / lay.ep, 1.0)
+    return dense, jnp.maximum(dense * lay.tp / (lay.etp * lay.ep), 1.0)
 
 
 def memory(m: ModelSpec, lay: Layout, t: Training, dp, n_micro, gpus_per_node):

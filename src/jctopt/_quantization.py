@@ -31,7 +31,7 @@ def cast_bytes_per_element(t: Training):
     return jnp.where(t.low_precision >= 2, FP4_CAST_BYTES, jnp.where(t.low_precision >= 1, FP8_CAST_BYTES, 0.0))
 
 
-def quantized_elements_per_token(m: ModelSpec, t: Training, tp, qkv_width, mlp_width):
+def quantized_elements_per_token(m: ModelSpec, t: Training, tp, qkv_width, mlp_width, mlp_copies=1.0):
     """(forward, backward) operand elements quantized per token, per layer, per GPU.
 
     Forward: the inputs of the four GEMMs, QKV (h), attention output (heads x v_head_dim),
@@ -40,10 +40,15 @@ def quantized_elements_per_token(m: ModelSpec, t: Training, tp, qkv_width, mlp_w
     parallelism splits are divided by tp; the hidden-size operands are split by tp under
     sequence parallelism (Transformer Engine quantizes before the all-gather) and replicated
     on every TP rank without it. ``mlp_width``: what a token passes through (MoE: top_k and
-    shared experts).
+    shared experts). An MoE layer's expert GEMMs take the permuted tokens, one copy per chosen
+    expert (Transformer Engine's GroupedLinear quantizes each expert's input), and the shared
+    experts the token once: the MLP-up input and the MLP-down output gradient are cast
+    ``mlp_copies`` times (``_compute.mlp_copies_per_token``).
     """
     sp_div = jnp.where(t.seq_parallel > 0, tp, 1.0)
     h, context = m.hidden, m.n_heads * m.v_head_dim
-    forward = 2.0 * h / sp_div + (context + mlp_width) / tp
-    backward = 2.0 * h / sp_div + (qkv_width + (1.0 + m.glu) * mlp_width) / tp
+    mlp_h = mlp_copies * h / sp_div
+    forward = h / sp_div + mlp_h + (context + mlp_width) / tp
+    backward = h / sp_div + mlp_h + (qkv_width + (1.0 + m.glu) * mlp_width) / tp
     return forward, backward
+

@@ -101,8 +101,9 @@ class Layout(NamedTuple):
     tp: Array
     pp: Array
     cp: Array
-    ep: Array  # expert parallel, carved from the data-parallel ranks
+    ep: Array  # expert parallel (_experts: carved from tp x cp x dp with etp x ep x edp)
     vpp: Array  # virtual (interleaved) stages per pipeline rank
+    etp: Array  # expert tensor parallel: ranks splitting each expert; tp without MoE parallel folding
 
 
 class Training(NamedTuple):
@@ -124,6 +125,7 @@ class Training(NamedTuple):
     dp_overlap: Array  # 1 = data-parallel traffic (gradient sync, ZeRO-3 gathers) overlapped with compute
     mp_comm_overlap: Array  # 1 = TP collectives pipelined with the GEMMs, PP sends with compute
     ep_comm_overlap: Array  # 1 = MoE dispatch/combine overlapped with another micro-batch's compute
+    ep_two_hop: Array  # 1 = MoE dispatch crosses the fabric once per remote domain (DeepEP, HybridEP), 0 = flat all-to-all
     tp_async_backward: Array  # 1 = column-parallel backward collectives behind the weight-gradient GEMMs
     bucket_mparams: Array  # DDP bucket size, millions of parameters
     metric_loss_passes: Array  # extra no-grad cross-entropy passes over the logits per micro-batch (training metrics)

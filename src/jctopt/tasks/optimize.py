@@ -81,7 +81,7 @@ class Evaluator:
         batch = jax.tree.map(lambda x: jnp.broadcast_to(x, (len(pad),)), self.base)
         cfg = with_choices(
             batch, jax.tree.map(lambda a: a[gi], self.gpu), jax.tree.map(lambda a: a[fi], self.fabric),
-            Layout(*(f(col[k]) for k in ("n_gpus", "tp", "pp", "cp", "ep", "vpp"))),
+            Layout(*(f(col[k]) for k in ("n_gpus", "tp", "pp", "cp", "ep", "vpp", "tp"))),  # etp = tp
             global_batch=f(gb), micro_batch=f(col["micro_batch"]), recompute=f([RECOMPUTE[r] for r in col["recompute"]]),
             zero_stage=f(col["zero_stage"]), low_precision=f([PRECISION[p] for p in col["precision"]]),
             ckpt_auto=ckpt_auto, ckpt_interval_s=ckpt_s)

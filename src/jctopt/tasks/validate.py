@@ -60,6 +60,10 @@ DEFAULTS = {
            "(Korthikanti et al. 2022 introduced it); off before 2022 and at tp = 1"),
     "cp": (1, "no context parallelism unless stated"),
     "ep": (1, "dense model"),
+    "ep_comm_overlap": ("on from 2025", "MoE all-to-alls behind another micro-batch's compute where the notes name "
+                        "neither a2a_overlap nor DualPipe: Megatron-Core's --overlap-moe-expert-parallel-comm (2025)"),
+    "ep_two_hop": ("flat all-to-all", "two-hop dispatch (one fabric crossing per remote NVLink domain) only where the "
+                   "notes name DeepEP, HybridEP or node-limited routing"),
     "gpus_per_node": ("the GPU's NVLink domain", "8 on HGX/DGX nodes, 72 on GB200/GB300 NVL72 racks (conf/gpu)"),
     "experts": (1, "dense model (runs_moe_dev.csv columns: experts, top_k, moe_ffn_hidden, shared_experts, "
                 "dense_layers, attention, qk_head_dim)"),
@@ -167,6 +171,28 @@ def _glu(row, layers, hidden, ffn, heads, kv, vocab) -> tuple[int, str]:
     return g, ""
 
 
+def _moe_dispatch(row, year: int) -> tuple[bool, bool, bool]:
+    """(all-to-all overlapped, two-hop dispatch, overlap named) as the row's notes name them. Overlap: the
+    recipe's ``a2a_overlap`` / ``moe_a2a_overlap`` flag (Megatron-Core's
+    --overlap-moe-expert-parallel-comm), DualPipe (DeepSeek-V3 report Sec. 3.2.1), or overlap
+    stated disabled; where none is named, on from 2025 (the Megatron-Core option's year).
+    Two-hop: DeepEP or HybridEP (Megatron's flex dispatcher backends) or DeepSeek's
+    node-limited routing; where none is named, the flat all-to-all dispatcher."""
+    notes = str(row.get("notes", ""))
+    flag = re.search(r"a2a_overlap\W*(true|false)", notes, re.IGNORECASE)
+    named = True
+    if flag:
+        overlap = flag.group(1).lower() == "true"
+    elif re.search(r"dualpipe", notes, re.IGNORECASE):
+        overlap = True
+    elif re.search(r"overlap paths disabled", notes, re.IGNORECASE):
+        overlap = False
+    else:
+        overlap, named = year >= 2025, False
+    two_hop = bool(re.search(r"deepep|hybridep|node-limited routing", notes, re.IGNORECASE))
+    return overlap, two_hop, named
+
+
 def _hybrid_shard(row, year: int) -> bool | None:
     """ZeRO-3 sharding strategy as the row's notes name it (FSDP ``FULL_SHARD``, or
     ``HYBRID_SHARD`` / HSDP); None where they name none."""
@@ -244,14 +270,14 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     else:
         lay.tp, lay.pp = _int(row, "tp", used), _int(row, "pp", used)
     lay.cp, lay.ep, lay.vpp = (_int(row, k, used) for k in ("cp", "ep", "vpp"))
-    # The model splits each expert's width over the TP ranks (expert tensor parallelism equal
-    # to tp, Megatron-Core's default for --expert-tensor-parallel-size). etp 1 at tp > 1 keeps
-    # experts whole and splits their tokens instead (MoE parallel folding): placed with the
-    # model's split, the same FLOPs per GPU but other GEMM shapes and expert memory.
-    if m.n_experts > 1 and not _blank(row.get("etp")) and _int(row, "etp", []) not in (1, lay.tp):
-        raise RowError(f"etp={row['etp']!r}: expert tensor parallelism other than 1 or tp={lay.tp} is not modelled")
+    # Expert tensor parallelism: blank is tp, Megatron-Core's default for
+    # --expert-tensor-parallel-size; etp 1 at tp > 1 keeps experts whole and lets EP span the
+    # TP ranks (MoE parallel folding, _experts).
+    lay.etp = None if m.n_experts == 1 or _blank(row.get("etp")) else _int(row, "etp", [])
     if lay.pp == 1 and lay.vpp > 1:
         raise RowError(f"vpp={lay.vpp} with pp=1")
+    if lay.etp is not None and (lay.etp < 1 or lay.tp % lay.etp):
+        raise RowError(f"etp={row['etp']!r}: expert tensor parallelism must divide tp={lay.tp}")
     if dp is not None and dp * lay.tp * lay.pp * lay.cp != lay.n_gpus:
         raise RowError(f"dp x tp x pp x cp = {dp} x {lay.tp} x {lay.pp} x {lay.cp} != "
                        f"num_gpus={lay.n_gpus}")
@@ -294,9 +320,9 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     # stay whole under stage3_param_persistence_threshold.
     tr.zero3_collectives_per_layer = 1 if year >= 2022 else 4 + int(cfg.model.glu)
     tr.dp_overlap = year >= 2023
-    # MoE all-to-alls behind another micro-batch's compute: DualPipe (DeepSeek-V3, 2024-12),
-    # Megatron-Core's --overlap-moe-expert-parallel-comm (2025).
-    tr.ep_comm_overlap = year >= 2025
+    tr.ep_comm_overlap, tr.ep_two_hop, named = _moe_dispatch(row, year)
+    if m.n_experts > 1 and not named:
+        used.append("ep_comm_overlap")
     # llm-foundry's MPT runs under Composer, which updates its two train metrics (cross-entropy,
     # perplexity) from the logits after every micro-batch (composer/trainer/trainer.py).
     tr.metric_loss_passes = 2 if "llm-foundry" in str(row.get("source", "")) else 0

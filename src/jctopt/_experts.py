@@ -1,0 +1,36 @@
+"""Where an MoE layer's experts live: the expert-parallel grid of Megatron-Core's MoE parallel
+folding (Liu et al. 2025, "MoE Parallel Folding", arXiv:2504.14960, Sec. 3).
+
+Attention splits the tp x cp x dp ranks of a pipeline stage into TP, CP and DP groups; the
+expert layers split the same ranks again into etp x ep x edp, expert-TP innermost. Without
+folding etp = tp and EP is carved from the data-parallel ranks; with etp = 1 the experts stay
+whole and EP may span the TP ranks too (ep up to tp x cp x dp). Each GPU holds n_experts / ep
+experts, 1/etp of each.
+"""
+
+from __future__ import annotations
+
+from ._types import Layout, ModelSpec
+
+
+def expert_data_parallel(lay: Layout, dp):
+    """edp: replicas of one expert shard, tp x cp x dp / (etp x ep)."""
+    return dp * lay.cp * lay.tp / (lay.etp * lay.ep)
+
+
+def ep_stride(lay: Layout):
+    """Rank distance between members of an EP group: the expert-TP ranks lie between them."""
+    return lay.etp
+
+
+def edp_stride(lay: Layout):
+    """Rank distance between replicas of one expert shard."""
+    return lay.etp * lay.ep
+
+
+def tokens_per_local_expert(tokens, m: ModelSpec, tp, ep, etp):
+    """Tokens one GPU runs through each of its n_experts / ep experts per micro-batch under
+    balanced routing (GShard, Lepikhin et al. 2020): the stage's tp x cp x dp ranks hold
+    dp x (b s) tokens, top_k copies each, spread over n_experts experts and each expert's edp
+    replicas; ``tokens`` = b s / cp, a GPU's share of the sequence."""
+    return tokens * m.top_k * ep * etp / (tp * m.n_experts)
