@@ -314,3 +314,31 @@ def test_moe_dispatch_and_overlap_as_the_notes_name_them(compose):
         assert ("ep_comm_overlap" in used) == defaulted, notes
     cfg, _ = validate.row_config(base, dict(row, notes="", source="A 2024 page", container_or_version=""))
     assert not cfg.training.ep_comm_overlap
+
+
+MOE_FAMILIES = {"deepseek": "DeepSeek", "qwen3": "Qwen3", "mixtral": "Mixtral", "llama4": "Llama.?4"}
+# Shipped medians (2026-11-24, not fitted to MoE rows) + ~3 points: DeepSeek 28.1, Qwen3 16.6,
+# Mixtral 2.2, Llama 4 26.1 %. The targets (every family <= 12 %, all rows <= 8 %) are not met.
+MOE_BOUNDS = {"deepseek": 31.0, "qwen3": 19.5, "mixtral": 5.0, "llama4": 29.0}
+
+
+@pytest.fixture(scope="module")
+def predicted_moe(compose):
+    df = validate.run_validate(compose("task=validate"), validation_file("runs_moe_dev.csv"))
+    models = pd.read_csv(validation_file("runs_moe_dev.csv")).set_index("id").model
+    return df.assign(model=df.id.map(models))
+
+
+def test_moe_rows_are_placed_and_guarded_per_family(predicted_moe):
+    """67 of 68 rows placed (target 95 %): the one left names its EP group, larger than the 32
+    GPUs of a pipeline stage. Every family's median |error| within its guard; all rows 22.6 %
+    (p90 40.9 %), guarded at 25 %."""
+    df = predicted_moe
+    unplaced = df[df.predicted_iter_time_s.isna()]
+    assert len(df) == 68 and len(unplaced) == 1
+    assert unplaced.reason.iloc[0].startswith("layout.ep=64 is not allowed: a divisor of tp*cp*dp/etp=32")
+    for family, pattern in MOE_FAMILIES.items():
+        rows = df[df.model.str.contains(pattern, case=False, regex=True) & df.abs_pct_error.notna()]
+        assert len(rows) >= 4, family
+        assert rows.abs_pct_error.median() <= MOE_BOUNDS[family], (family, rows.abs_pct_error.median())
+    assert df.abs_pct_error.median() <= 25.0
