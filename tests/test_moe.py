@@ -150,17 +150,19 @@ def test_folded_experts_stay_whole_on_fewer_tokens(config):
 def test_deepseek_v3_sweep_file_puts_the_all_to_all_on_nvlink_in_an_nvl72_rack(compose, tmp_path):
     """conf/space/deepseek_v3_b200_vs_gb200.yaml at 256 GPUs: for every layout both GPUs run,
     GB200's EP all-to-all (inside the 72-GPU NVLink domain) costs less than B200's wherever the
-    EP group (ep x tp ranks) outgrows B200's 8-GPU baseboard, and the same inside it (both
-    NVLink5 at 900 GB/s); the larger the group, the larger B200's penalty."""
+    EP group (ep x etp ranks) outgrows B200's 8-GPU baseboard, and the same inside it (both
+    NVLink5 at 900 GB/s); the larger the group, the larger B200's penalty. At tp 2 the file
+    also holds folded layouts (etp 1), whose EP group of 8 fits a baseboard again."""
     from jctopt.tasks.sweep import run_sweep
 
     cfg = compose("task=sweep", "model=deepseek_v3", "space=deepseek_v3_b200_vs_gb200", "space.n_gpus=[256]",
                   "training.global_batch=4096", "sweep.keep=all", "sweep.progress=false")
     df = run_sweep(cfg, tmp_path / "sweep")
-    layout = ["tp", "pp", "ep", "vpp", "recompute"]
+    layout = ["tp", "pp", "ep", "etp", "vpp", "recompute"]
     both = df[df.gpu == "b200"].merge(df[df.gpu == "gb200"], on=layout, suffixes=("_b200", "_gb200"))
     assert len(both) > 20 and set(both.ep) == {8, 16, 32, 64}
-    inside = both.ep * both.tp <= 8
+    assert ((both.tp == 2) & (both.etp == 1)).any() and ((both.tp == 2) & (both.etp == 2)).any()
+    inside = both.ep * both.etp <= 8
     assert np.allclose(both.ep_comm_s_gb200[inside], both.ep_comm_s_b200[inside], rtol=1e-12)
     assert (both.ep_comm_s_gb200[~inside] < both.ep_comm_s_b200[~inside]).all() and (~inside).sum() > 10
     ratio = (both.ep_comm_s_b200 / both.ep_comm_s_gb200).groupby(both.ep).median()

@@ -178,6 +178,7 @@ class SpaceConf:
     pp: Any = MISSING
     cp: Any = MISSING
     ep: Any = MISSING
+    etp: Any = "tp"  # expert tensor parallel: "tp" (as tp), integers dividing tp (1: MoE parallel folding)
     vpp: Any = MISSING  # virtual (interleaved) stages per pipeline rank
     micro_batch: Any = MISSING
     accum: Any = None  # None: global batch fixed at training.global_batch, accumulation solved
@@ -457,7 +458,8 @@ def to_config(cfg: DictConfig, layout: bool = True) -> Config:
     return Config(
         model=_floats(ModelSpec, model), gpu=_floats(GPUSpec, c["gpu"]),
         fabric=_floats(FabricSpec, c["fabric"]), cluster=_floats(ClusterSpec, c["cluster"]),
-        layout=_floats(Layout, dict(c["layout"], etp=c["layout"].get("etp") or c["layout"]["tp"])), train=_floats(Training, training), job=_floats(Job, job),
+        layout=_floats(Layout, dict(c["layout"], etp=c["layout"].get("etp") or c["layout"]["tp"])),
+        train=_floats(Training, training), job=_floats(Job, job),
     )
 
 

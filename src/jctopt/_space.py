@@ -2,7 +2,7 @@
 
 A space is the product of two parts:
 
-* **layout rows** ``(n_gpus, tp, pp, cp, ep, vpp, micro_batch[, accum])`` that divide the
+* **layout rows** ``(n_gpus, tp, pp, cp, ep, etp, vpp, micro_batch[, accum])`` that divide the
   model (heads, layers, sequence, experts) and the GPU count, with the data-parallel size
   derived and the global batch either fixed (accumulation solved, rows where it does not
   divide are left out) or ``dp x micro_batch x accum``;
@@ -29,7 +29,7 @@ from . import _pipeline as pipeline
 from ._config import PRECISION, RECOMPUTE, ConfigError, as_dict, catalog_names, load_option
 
 INNER_AXES = ("gpu", "fabric", "precision", "recompute", "zero_stage", "ckpt_interval_s")
-SPLIT_AXES = ("tp", "pp", "cp", "ep", "vpp", "micro_batch", "accum")
+SPLIT_AXES = ("tp", "pp", "cp", "ep", "etp", "vpp", "micro_batch", "accum")
 DIVISOR_OF = {"tp": "n_heads", "pp": "n_layers", "cp": "seq_len", "ep": "n_experts"}
 MAX_SPLITS = 2**26  # per-model split combinations before filtering; beyond this, narrow the space
 OPTIMAL = "optimal"  # checkpoint interval: Daly's optimum for each configuration
@@ -80,6 +80,21 @@ def int_axis(key: str, spec: Any, model: Mapping[str, int] | None = None) -> np.
     if not values or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values):
         raise ConfigError(f"space.{key}={spec!r} is not allowed: a non-empty set of positive integers")
     return np.unique(np.asarray(values, dtype=np.int64))
+
+
+SAME_AS_TP = "tp"  # space.etp entry: expert tensor parallelism equal to tp (no MoE parallel folding)
+
+
+def etp_axis(spec: Any) -> np.ndarray:
+    """``space.etp``: positive integers and/or ``"tp"`` (stored as 0, resolved per split)."""
+    if isinstance(spec, ListConfig):
+        spec = OmegaConf.to_container(spec, resolve=True)
+    entries = spec if isinstance(spec, list) else [spec]
+    if not entries or not all(e == SAME_AS_TP or (isinstance(e, int) and not isinstance(e, bool) and e > 0)
+                              for e in entries):
+        raise ConfigError(f"space.etp={spec!r} is not allowed: '{SAME_AS_TP}' (expert tensor parallelism equal "
+                          "to tp), a positive integer, or a list of them")
+    return np.unique(np.asarray([0 if e == SAME_AS_TP else e for e in entries], dtype=np.int64))
 
 
 def _choices(key: str, values: Any, allowed: Mapping | tuple) -> list:
@@ -182,7 +197,8 @@ def build_space(space: DictConfig, model: DictConfig, global_batch: int, gpus_pe
     dims = {"n_heads": model.n_heads, "n_layers": model.n_layers, "seq_len": model.seq_len,
             "n_experts": model.n_experts}
     n_gpus = int_axis("n_gpus", space.n_gpus)
-    axes = {k: int_axis(k, space[k], dims) for k in SPLIT_AXES if k != "accum"}
+    axes = {k: int_axis(k, space[k], dims) for k in SPLIT_AXES if k not in ("accum", "etp")}
+    axes["etp"] = etp_axis(space.get("etp", SAME_AS_TP))
     fixed = space.accum is None
     axes["accum"] = np.ones(1, np.int64) if fixed else int_axis("accum", space.accum)
     n_raw = math.prod(v.size for v in axes.values())
@@ -190,8 +206,9 @@ def build_space(space: DictConfig, model: DictConfig, global_batch: int, gpus_pe
         raise ConfigError(f"space: {' x '.join(str(v.size) for v in axes.values())} = {n_raw:,} "
                           f"split combinations ({', '.join(SPLIT_AXES)}) is more than {MAX_SPLITS:,}; "
                           "narrow one of these axes")
+    axes = {k: axes[k] for k in SPLIT_AXES}
     grids = np.meshgrid(*axes.values(), indexing="ij")
-    splits = {k: g.ravel() for k, g in zip(axes, grids)}
+    splits = _resolve_etp({k: g.ravel() for k, g in zip(axes, grids)}, dims["n_experts"])
     ok = np.logical_and.reduce(list(_model_rules(dims, splits).values()))
     raw, splits = splits, {k: v[ok] for k, v in splits.items()}
 
@@ -223,10 +240,20 @@ def build_space(space: DictConfig, model: DictConfig, global_batch: int, gpus_pe
     return Space(space.name, n_gpus, splits, proto.global_batch, inner, counts, offsets, overrides)
 
 
+def _resolve_etp(splits: dict, n_experts: int) -> dict:
+    """``"tp"`` entries of etp (0) become each split's tp; a dense model has no experts to
+    split, so its etp is tp throughout. Splits that become equal are kept once, first first."""
+    out = dict(splits)
+    out["etp"] = np.where((splits["etp"] == 0) | (n_experts == 1), splits["tp"], splits["etp"])
+    _, first = np.unique(np.stack([out[k] for k in SPLIT_AXES], axis=1), axis=0, return_index=True)
+    keep = np.sort(first)
+    return {k: v[keep] for k, v in out.items()}
+
+
 def _model_rules(dims: dict, s: dict) -> dict[str, np.ndarray]:
     """Model divisibility, rule -> which splits pass (Megatron: heads over tp, sequence over
-    cp, experts over ep; layers over pp x vpp, evenly or not: _pipeline; as
-    config.check_layout)."""
+    cp, experts over ep, each expert over etp within tp; layers over pp x vpp, evenly or not:
+    _pipeline; as config.check_layout)."""
     return {
         f"space.tp must divide model.n_heads={dims['n_heads']}": dims["n_heads"] % s["tp"] == 0,
         f"space.pp x space.vpp must be at most model.n_layers + 2 = {dims['n_layers'] + 2}":
@@ -234,6 +261,7 @@ def _model_rules(dims: dict, s: dict) -> dict[str, np.ndarray]:
         "space.vpp > 1 needs space.pp > 1": (s["vpp"] == 1) | (s["pp"] > 1),
         f"space.cp must divide model.seq_len={dims['seq_len']}": dims["seq_len"] % s["cp"] == 0,
         f"space.ep must divide model.n_experts={dims['n_experts']}": dims["n_experts"] % s["ep"] == 0,
+        "space.etp must divide tp": s["tp"] % s["etp"] == 0,
     }
 
 
@@ -242,7 +270,7 @@ def _count_rules(n, s: dict, global_batch: int | None) -> dict[str, np.ndarray]:
     per_replica = s["tp"] * s["pp"] * s["cp"]
     dp = np.maximum(n // per_replica, 1)  # counts below tp pp cp fail the first rule
     rules = {"space.n_gpus must be a multiple of tp x pp x cp": n % per_replica == 0,
-             "space.ep must divide dp x cp": (dp * s["cp"]) % s["ep"] == 0}
+             "space.ep x etp must divide tp x cp x dp": (s["tp"] * s["cp"] * dp) % (s["ep"] * s["etp"]) == 0}
     if global_batch is not None:
         rules[f"training.global_batch={global_batch} must be a multiple of dp x micro_batch"] = \
             global_batch % (dp * s["micro_batch"]) == 0

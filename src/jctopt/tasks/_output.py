@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-LAYOUT_COLUMNS = ["gpu", "fabric", "n_gpus", "tp", "pp", "cp", "ep", "vpp", "dp", "micro_batch", "n_micro",
+LAYOUT_COLUMNS = ["gpu", "fabric", "n_gpus", "tp", "pp", "cp", "ep", "etp", "vpp", "dp", "micro_batch", "n_micro",
                   "global_batch", "recompute", "zero_stage", "precision", "ckpt_policy"]
 
 

@@ -36,7 +36,7 @@ from rich.progress import Progress
 from .._config import PRECISION, RECOMPUTE, ConfigError, to_config
 from .._engine import _stack, ckpt_arrays, with_choices
 from .._jct import Reason, estimate_batch
-from .._space import OPTIMAL, _ckpt_values, build_space, gpu_overrides, int_axis
+from .._space import OPTIMAL, _ckpt_values, build_space, etp_axis, gpu_overrides, int_axis
 from .._types import FabricSpec, GPUSpec, Layout
 
 PENALTY = 1e30  # objective of a masked configuration (ranked below every real one)
@@ -50,6 +50,7 @@ def search_axes(cfg: DictConfig) -> dict[str, list]:
             "n_experts": cfg.model.n_experts}
     axes = {"gpu": list(s.gpu), "fabric": list(s.fabric)}
     axes.update({k: int_axis(k, s[k], dims).tolist() for k in INT_AXES})
+    axes["etp"] = etp_axis(s.get("etp", "tp")).tolist()  # 0: as tp
     if s.accum is not None:
         axes["accum"] = int_axis("accum", s.accum).tolist()
     axes.update(recompute=list(s.recompute), zero_stage=list(s.zero_stage), precision=list(s.precision),
@@ -78,10 +79,11 @@ class Evaluator:
         gb = dp * col["micro_batch"] * col["accum"] if "accum" in col else np.full(len(pad), self.global_batch)
         ckpt_auto, ckpt_s = ckpt_arrays([math.nan if c == OPTIMAL else float(c) for c in col["ckpt_interval_s"]],
                                         jnp.float64)
+        etp = np.where(col["etp"] == 0, col["tp"], col["etp"])  # 0: as tp (_space.etp_axis)
         batch = jax.tree.map(lambda x: jnp.broadcast_to(x, (len(pad),)), self.base)
         cfg = with_choices(
             batch, jax.tree.map(lambda a: a[gi], self.gpu), jax.tree.map(lambda a: a[fi], self.fabric),
-            Layout(*(f(col[k]) for k in ("n_gpus", "tp", "pp", "cp", "ep", "vpp", "tp"))),  # etp = tp
+            Layout(*(f(col[k]) for k in ("n_gpus", "tp", "pp", "cp", "ep", "vpp")), f(etp)),
             global_batch=f(gb), micro_batch=f(col["micro_batch"]), recompute=f([RECOMPUTE[r] for r in col["recompute"]]),
             zero_stage=f(col["zero_stage"]), low_precision=f([PRECISION[p] for p in col["precision"]]),
             ckpt_auto=ckpt_auto, ckpt_interval_s=ckpt_s)
