@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from jctopt._config import to_config
 from jctopt._search import configured, search
 from jctopt.tasks import deadline, procure, syncwall
 from jctopt.tasks._risk import with_risk
@@ -165,3 +166,27 @@ def test_gpu_overrides_are_checked(compose):
         search(compose(*SMALL, "space.gpu_overrides={h100_sxm:{speed:2}}"), "top_k")
     with pytest.raises(ConfigError, match="procure.prices"):
         procure.run_procure(compose(*SMALL, "procure.prices={mi300x:1.0}"))
+
+
+def test_syncwall_of_an_moe_model_beside_its_dense_twin(compose):
+    """DeepSeek-V3's dense twin: every layer dense, as wide as a token's path through a routed
+    layer on average: 3/61 x 18432 + 58/61 x (8 + 1) x 2048 = 18432; the same active parameters
+    but the router's (256 x 7168 per routed layer), no experts. syncwall draws it beside the MoE
+    curves; the MoE model, whose all-to-all leaves the 8-GPU node, is slower at every count."""
+    from jctopt import _compute as C
+
+    cfg = compose("model=deepseek_v3", "training.global_batch=4096", "space.gpu=[h100_sxm]",
+                  "space.fabric=[ib_ndr400]", "syncwall.n_gpus=[512,1024,2048]", "space.tp=[1,2]",
+                  "space.pp=[8,16]", "space.ep=[8,16,32,64]", "space.vpp=[1]", "space.micro_batch=[1]",
+                  "space.recompute=[full]", "space.zero_stage=[1]")
+    twin = syncwall.dense_twin(cfg)
+    assert twin.model.ffn_hidden == 18432 and twin.model.n_experts == 1 and list(twin.space.ep) == [1]
+    moe_cfg, twin_cfg = to_config(cfg, layout=False), to_config(twin, layout=False)
+    router = 58 * 256 * 7168
+    active = float(C.active_params(moe_cfg.model, 4096.0))
+    assert float(C.active_params(twin_cfg.model, 4096.0)) == pytest.approx(active - router, rel=2e-4)
+    points, summary = syncwall.run_syncwall(cfg)
+    assert set(summary.family) == {"hybrid", "dense_twin"}  # 671 B on every GPU (pure DP) fits no H100
+    hybrid = points[points.family == "hybrid"].set_index("n_gpus").jct_s
+    dense = points[points.family == "dense_twin"].set_index("n_gpus").jct_s
+    assert len(hybrid) == 3 and (dense.reindex(hybrid.index) < hybrid).all()

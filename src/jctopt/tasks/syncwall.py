@@ -1,5 +1,7 @@
 """`jctopt task=syncwall`: JCT against GPU count, with the best layout at each count, for each
-GPU type x fabric of the space, as pure data parallelism and as the best hybrid layout.
+GPU type x fabric of the space, as pure data parallelism and as the best hybrid layout; for a
+mixture-of-experts model also its dense twin (``dense_twin``), so that the wall the expert
+all-to-all brings shows against a dense model of the same active size.
 
 The sync wall is the GPU count past which adding GPUs makes the job slower (the minimum of
 JCT over the counts). Before it, scaling already pays less and less: the marginal efficiency
@@ -25,6 +27,21 @@ from ._risk import with_job_risk
 
 CURVE = ["family", "gpu", "fabric"]
 PURE_DP = dict(space__tp=[1], space__pp=[1], space__cp=[1], space__ep=[1], space__vpp=[1])
+
+
+def dense_twin(cfg: DictConfig) -> DictConfig:
+    """``cfg`` with its MoE model replaced by the dense model of the same active size: the same
+    attention, layers and vocabulary, and in every layer a dense MLP as wide as what a token
+    passes through on average (_compute.mlp_width_per_token: top_k routed plus the shared
+    experts in a routed layer, ffn_hidden in a leading dense one). Same FLOPs per token but the
+    router's; no all-to-all, no expert weights."""
+    m = cfg.model
+    routed = 1.0 - m.n_dense_layers / m.n_layers
+    moe_ffn = m.moe_ffn_hidden or m.ffn_hidden
+    width = (1.0 - routed) * m.ffn_hidden + routed * (m.top_k + m.n_shared_experts) * moe_ffn
+    return configured(cfg, model__name=f"{m.name} dense twin", model__n_experts=1, model__top_k=1,
+                      model__n_shared_experts=0, model__n_dense_layers=0, model__moe_ffn_hidden=None,
+                      model__ffn_hidden=int(round(width)), space__ep=[1])
 
 
 def marginal_efficiency(n: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -56,9 +73,12 @@ def run_syncwall(cfg: DictConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
     try:  # the counts are syncwall.n_gpus: errors about them name that key, not space.n_gpus
         counts = int_axis("n_gpus", sw.n_gpus).tolist()
         base = configured(cfg, space__n_gpus=counts)
+        families = [("hybrid", base), ("pure_dp", configured(base, **PURE_DP))]
+        if cfg.model.n_experts > 1:
+            families.append(("dense_twin", dense_twin(base)))
         parts = []
-        for family, changes in (("hybrid", {}), ("pure_dp", PURE_DP)):
-            best = search(configured(base, **changes), "best_per_group", "jct_s", group_by=("gpu", "fabric", "n_gpus"))
+        for family, c in families:
+            best = search(c, "best_per_group", "jct_s", group_by=("gpu", "fabric", "n_gpus"))
             parts.append(best.assign(family=family))
     except ConfigError as err:
         raise ConfigError(str(err).replace("space.n_gpus", "syncwall.n_gpus")) from None
@@ -90,7 +110,7 @@ def plot(points: pd.DataFrame, summary: pd.DataFrame, path: Path) -> Path:
     colors = {}
     for (family, gpu, fabric), c in points.groupby(CURVE, sort=False):
         color = colors.setdefault((gpu, fabric), f"C{len(colors) % 10}")
-        style = "-" if family == "hybrid" else "--"
+        style = {"hybrid": "-", "pure_dp": "--"}.get(family, ":")
         ax.plot(c.n_gpus, c.days, style, marker="o", ms=3, color=color, label=f"{gpu} + {fabric} ({family})")
         if "jct_lo_s" in c:
             ax.fill_between(c.n_gpus, c.jct_lo_s / 86400, c.jct_hi_s / 86400, color=color, alpha=0.12, lw=0)
