@@ -89,7 +89,9 @@ def test_row_mapping_and_documented_defaults(compose):
 
 @pytest.mark.parametrize("cell, precision", [("BF16", "bf16"), ("FP8-CS", "fp8"), ("FP8-CS(inferred)", "fp8"),
                                              ("FP8-MX", "mxfp8"), ("MXFP8(inferred)", "mxfp8"), ("fp16_or_bf16", "bf16"),
-                                             ("FP8-blockwise(inferred)", "fp8"), ("NVFP4", "nvfp4")])
+                                             ("FP8-blockwise(inferred)", "fp8"), ("NVFP4", "nvfp4"),
+                                             ("FP8-DS", "fp8"), ("float8 rowwise", "fp8"), ("fp8_tensorwise", "fp8"),
+                                             ("bfloat16", "bf16")])
 def test_precision_spellings_of_the_sources(cell, precision):
     assert validate.row_precision(cell) == precision
 
@@ -342,3 +344,16 @@ def test_moe_rows_are_placed_and_guarded_per_family(predicted_moe):
         assert len(rows) >= 4, family
         assert rows.abs_pct_error.median() <= MOE_BOUNDS[family], (family, rows.abs_pct_error.median())
     assert df.abs_pct_error.median() <= 25.0
+
+
+def test_attention_spellings(compose):
+    """MHA, MQA and GQA with a sliding window are GQA shapes (kv_heads says how many KV heads);
+    MLA needs its ranks; anything else is refused with a reason naming what is modelled."""
+    moe = pd.read_csv(validation_file("runs_moe_dev.csv"))
+    row = moe[moe.id == "nemofw_2504_mixtral_8x22b_gb200_fp8cs_n256"].iloc[0].to_dict()
+    base = compose("task=validate")
+    for cell in ("GQA", "mha", "gqa+swa (sliding window 128, attention sinks)"):
+        cfg, _ = validate.row_config(base, dict(row, attention=cell))
+        assert cfg.model.n_kv_heads == row["kv_heads"], cell
+    with pytest.raises(validate.RowError, match=r"attention='linear' is not modelled \(gqa, mha, mqa, mla\)"):
+        validate.row_config(base, dict(row, attention="linear"))

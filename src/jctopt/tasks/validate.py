@@ -99,17 +99,21 @@ FABRICS = {
     "roce400x8": ("roce400", None, 8), "roce200x8": ("roce400", 200.0, 8),
     "roce_1600gbps_node": ("roce400", 200.0, 8),  # 1600 Gbit/s per node as 8 x 200G RoCE
 }
-# The precision column as sources print it -> the model's precision. Case and a trailing
-# "(inferred)" / "(unverified)" are ignored. FP8 "CS" is current (per-tensor) scaling, "MX" and
-# MXFP8 Blackwell's 32-element block scaling, "blockwise" DeepSeek-V3's 128-element blocks, "alt"
-# a recipe variant: all run at the fp8 tensor-core rate.
-PRECISIONS = {"bf16": "bf16", "fp16": "fp16", "fp16_or_bf16": "bf16", "fp8": "fp8", "fp8-cs": "fp8",
-              "fp8-blockwise": "fp8", "fp8-alt": "fp8", "mxfp8": "mxfp8", "fp8-mx": "mxfp8", "nvfp4": "nvfp4"}
+# The precision column as sources print it -> the model's precision. Case, a trailing
+# "(inferred)" / "(unverified)", and "_" or " " for "-" are ignored. FP8 "CS" is current
+# (per-tensor) scaling, "DS" delayed scaling (Transformer Engine's recipes), "tensorwise" and
+# "rowwise" torchao's float8 scalings, "MX" and MXFP8 Blackwell's 32-element block scaling,
+# "blockwise" DeepSeek-V3's 128-element blocks, "alt" a recipe variant: all but MXFP8 run as fp8.
+PRECISIONS = {"bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "fp16-or-bf16": "bf16", "fp8": "fp8",
+              "float8": "fp8", "fp8-cs": "fp8", "fp8-ds": "fp8", "fp8-delayed": "fp8", "fp8-current": "fp8",
+              "fp8-tensorwise": "fp8", "float8-tensorwise": "fp8", "fp8-rowwise": "fp8", "float8-rowwise": "fp8",
+              "fp8-blockwise": "fp8", "fp8-alt": "fp8", "mxfp8": "mxfp8", "fp8-mx": "mxfp8", "nvfp4": "nvfp4",
+              "fp4": "nvfp4"}
 
 
 def row_precision(value) -> str:
     """The model's precision for a CSV cell, or RowError naming the accepted spellings."""
-    key = re.sub(r"\s*\([^)]*\)\s*$", "", str(value).strip()).lower()
+    key = re.sub(r"[_\s]+", "-", re.sub(r"\s*\([^)]*\)\s*$", "", str(value).strip()).lower())
     if key not in PRECISIONS:
         raise RowError(f"precision={value!r} is not modelled ({', '.join(PRECISIONS)}; any case, "
                        "a trailing '(inferred)' ignored)")
@@ -356,8 +360,11 @@ def _moe_columns(m: DictConfig, row: dict, used: list[str]) -> None:
         return
     m.n_experts, m.top_k = _int(row, "experts", used), _int(row, "top_k", used)
     attention = "gqa" if _blank(row.get("attention")) else str(row["attention"]).strip().lower()
+    # Multi-head and multi-query attention are GQA with kv_heads = heads or 1 (the kv_heads
+    # column says which); a sliding window or attention sinks ("gqa+swa") keep GQA's shapes.
+    attention = re.sub(r"^(mha|mqa|gqa)\b.*", "gqa", attention)
     if attention not in ("gqa", "mla"):
-        raise RowError(f"attention={row.get('attention')!r} is not modelled (gqa, mla)")
+        raise RowError(f"attention={row.get('attention')!r} is not modelled (gqa, mha, mqa, mla)")
     if not _blank(row.get("qk_head_dim")):
         m.head_dim = _int(row, "qk_head_dim", used)
     if attention == "mla":
