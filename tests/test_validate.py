@@ -102,6 +102,9 @@ BOUNDS = {  # shipped (calibrated) medians + ~2 points: a regression guard, not 
     "Narayanan et al. 2021 (arXiv:2104.04473), Table 1": 7.0,
     # 7.2 % since the fit to runs_dev.csv + runs_dev2.csv (4.8 % fitted to runs_dev.csv alone)
     "Megatron-LM README (2024-07, MCore r0.8.0), model_table.png": 9.5,
+    # 16.4 %: no split stated, placed at the fastest that fits (13.6 % too fast at 96 GPUs, 19.1 %
+    # too slow at 4608)
+    "Megatron-LM README (2024-07, MCore r0.8.0), strong-scaling text": 19.0,
     "Korthikanti et al. 2022 (arXiv:2205.05198), Tables 3+5": 4.5,
     "Korthikanti et al. 2022 (arXiv:2205.05198), Appendix C": 3.0,
     "Korthikanti et al. 2022 (arXiv:2205.05198), Sec 6.3": 4.0,
@@ -119,9 +122,10 @@ BOUNDS = {  # shipped (calibrated) medians + ~2 points: a regression guard, not 
 
 def test_all_rows_meet_the_fidelity_targets(predicted):
     """The targets on runs_dev.csv: median |error| <= 5 %, 90th percentile <= 12 %. Shipped
-    (fitted to runs_dev.csv + runs_dev2.csv, 2026-11-24): 3.3 % and 11.7 %."""
+    (fitted to runs_dev.csv + runs_dev2.csv, 2026-11-24): 3.3 % and 11.9 % (11.7 % before the
+    two strong-scaling rows without a stated split were placed at their fastest split)."""
     err = predicted.abs_pct_error.dropna()
-    assert len(err) == 276
+    assert len(err) == 278
     assert err.median() <= 5.0 and err.quantile(0.9) <= 12.0
 
 
@@ -357,3 +361,27 @@ def test_attention_spellings(compose):
         assert cfg.model.n_kv_heads == row["kv_heads"], cell
     with pytest.raises(validate.RowError, match=r"attention='linear' is not modelled \(gqa, mha, mqa, mla\)"):
         validate.row_config(base, dict(row, attention="linear"))
+
+
+def test_a_row_without_a_split_runs_at_its_fastest_split_that_fits(compose):
+    """Megatron-LM's 177B strong-scaling point on 96 H100s states none of tp, pp, dp. It is
+    placed at the (tp, pp) of least predicted step time among those that fit, found here by
+    brute force over every split given explicitly; the defaults it used name tp and pp."""
+    row = pd.read_csv(RUNS).set_index("id").loc["megatronlm24_strong_177b_96g"].to_dict()
+    row["id"] = "megatronlm24_strong_177b_96g"
+    base = compose("task=validate")
+    config, _, used = validate._fastest_split(base, row)
+    assert {"tp", "pp"} <= set(used)
+    best = None
+    for tp in (1, 2, 4, 8):
+        for pp in (p for p in range(1, 96 // tp + 1) if 96 % (tp * p) == 0):
+            try:
+                candidate, _, _ = validate._place(base, dict(row, tp=tp, pp=pp))
+            except (validate.RowError, ConfigError):
+                continue
+            est = jctopt.estimate(candidate)
+            if Reason(int(est.reason)) != Reason.MEMORY and (best is None or float(est.step_s) < best[0]):
+                best = (float(est.step_s), tp, pp)
+    assert best is not None
+    assert (float(config.layout.tp), float(config.layout.pp)) == best[1:]
+    assert float(jctopt.estimate(config).step_s) == pytest.approx(best[0], rel=1e-9)

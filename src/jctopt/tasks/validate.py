@@ -82,8 +82,10 @@ DEFAULTS = {
     "vocab": ("by model family", "Llama 3: 128,256 (Dubey et al. 2024); Llama 2: 32,000 (Touvron et al. 2023); "
               "Nemotron: 256,000 (Nemotron-4, NVIDIA 2024); GPT-NeoX: 50,432 (Black et al. 2022, 20B.yml); "
               "other GPT: 51,200 (Megatron's padded GPT-2 BPE, Narayanan et al. 2021)"),
-    "tp": ("8, pp = num_gpus / (dp x 8)", "the model-parallel split of Narayanan et al. 2021 Table 1 (TP within "
-           "the 8-GPU node); needs dp"),
+    "tp": ("8, pp = num_gpus / (dp x 8); with dp blank too, the fastest split that fits",
+           "the model-parallel split of Narayanan et al. 2021 Table 1 (TP within the 8-GPU node); where a row "
+           "states none of tp, pp, dp: the (tp, pp) the model finds fastest among those that fit in memory, tp "
+           "within the NVLink domain (the run was measured, so it fit, and published runs are tuned)"),
     "inter_node": ("the GPU's reference system", "A100: 8 x HDR200 IB; H100/H200/H800, B200 and GB200: NDR400 IB "
                    "(ConnectX-7; DGX B200 and DGX GB200 user guides: one 400 Gb/s port per GPU); B300/GB300: "
                    "XDR800 IB (ConnectX-8); one NIC per GPU (DGX/HGX reference designs)"),
@@ -389,8 +391,8 @@ def place_rows(cfg: DictConfig, table: pd.DataFrame) -> tuple[list[dict], list[i
         out = {"id": row["id"], "source": row.get("source"), "measured_iter_time_s": row.get("measured_iter_time_s"),
                "gpu": row.get("gpu")}
         try:
-            rc, used = row_config(base, row)
-            configs.append(_least_recompute_that_fits(rc) if "recompute" in used else to_config(rc))
+            config, rc, used = _fastest_split(base, row) if _split_blank(row) else _place(base, row)
+            configs.append(config)
             index.append(i)
             out["gpu"] = rc.gpu.name
             out["defaults_used"] = ",".join(sorted(set(used)))
@@ -402,6 +404,41 @@ def place_rows(cfg: DictConfig, table: pd.DataFrame) -> tuple[list[dict], list[i
 
 _estimate_one = jax.jit(estimate)
 
+
+def _place(base: DictConfig, row: dict):
+    """(model config, Hydra config, defaults used) of one row; a blank recompute is the least
+    that fits."""
+    rc, used = row_config(base, row)
+    return (_least_recompute_that_fits(rc) if "recompute" in used else to_config(rc)), rc, used
+
+
+def _split_blank(row: dict) -> bool:
+    return all(_blank(row.get(k)) for k in ("tp", "pp", "dp"))
+
+
+def _fastest_split(base: DictConfig, row: dict):
+    """``_place`` of a row that states none of tp, pp, dp, at the (tp, pp) of least predicted
+    step time that fits in memory (else the fastest of all): tp a power of two within the
+    NVLink domain dividing the heads, pp any divisor of the GPUs left (DEFAULTS["tp"])."""
+    n = _int(row, "num_gpus", [])
+    candidates, last_error = [], None
+    for tp in (1, 2, 4, 8, 16, 32, 64):
+        for pp in (p for p in range(1, n // tp + 1) if n % (tp * p) == 0):
+            try:
+                config, rc, used = _place(base, dict(row, tp=tp, pp=pp))
+            except (RowError, ConfigError, ValueError, TypeError) as err:
+                last_error = err  # this split does not divide the model or the batch
+                continue
+            if tp > rc.gpu.nvlink_domain:
+                continue
+            est = _estimate_one(config)
+            fits = Reason(int(est.reason)) != Reason.MEMORY
+            candidates.append((not fits, float(est.step_s), tp, pp, config, rc, used))
+    if not candidates:
+        raise RowError(f"tp, pp and dp are blank and no split of num_gpus={n} divides the model and batch"
+                       + (f" (e.g. {last_error})" if last_error else ""))
+    *_, config, rc, used = min(candidates, key=lambda c: c[:4])
+    return config, rc, sorted(set(used) | {"tp", "pp"})
 
 def _reason(config) -> Reason:
     return Reason(int(_estimate_one(config).reason))
