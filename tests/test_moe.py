@@ -167,3 +167,22 @@ def test_deepseek_v3_sweep_file_puts_the_all_to_all_on_nvlink_in_an_nvl72_rack(c
     assert (both.ep_comm_s_gb200[~inside] < both.ep_comm_s_b200[~inside]).all() and (~inside).sum() > 10
     ratio = (both.ep_comm_s_b200 / both.ep_comm_s_gb200).groupby(both.ep).median()
     assert ratio[64] > ratio[8]
+
+
+@pytest.mark.parametrize("fabric, ep", [("ib_ndr400", 32), ("eth100_tcp", 64)])
+def test_overlapped_all_to_all_hides_behind_the_other_micro_batch(config, fabric, ep):
+    """With ep_comm_overlap the dispatch and combine of one micro-batch run behind another's
+    compute, fully up to the compute window (DeepSeek-V3 report Sec. 3.2.1):
+    exposed = raw - min(raw, compute) per micro-batch; without it all of raw is exposed. On
+    NDR400 the all-to-all fits in the window, over 100G TCP it does not."""
+    import jctopt
+
+    base = ("model=deepseek_v3", "gpu=h100_sxm", f"fabric={fabric}", "training=modern", "layout.n_gpus=512",
+            "layout.tp=1", "layout.pp=8", "layout.vpp=1", f"layout.ep={ep}", "training.global_batch=1024")
+    off = jctopt.estimate(config(*base, "training.ep_comm_overlap=false"))
+    on = jctopt.estimate(config(*base, "training.ep_comm_overlap=true"))
+    n = float(off.n_micro)
+    raw, window = float(off.ep_comm_s) / n, float(off.compute_s) / n
+    assert (raw < window) == (fabric == "ib_ndr400")
+    assert float(on.compute_s) == pytest.approx(float(off.compute_s), rel=1e-12)
+    assert float(on.ep_comm_s) == pytest.approx(n * (raw - min(raw, window)), rel=1e-9, abs=1e-9)

@@ -323,9 +323,9 @@ def test_moe_dispatch_and_overlap_as_the_notes_name_them(compose):
 
 
 MOE_FAMILIES = {"deepseek": "DeepSeek", "qwen3": "Qwen3", "mixtral": "Mixtral", "llama4": "Llama.?4"}
-# Shipped medians (2026-11-24, not fitted to MoE rows) + ~3 points: DeepSeek 28.1, Qwen3 16.6,
-# Mixtral 2.2, Llama 4 26.1 %. The targets (every family <= 12 %, all rows <= 8 %) are not met.
-MOE_BOUNDS = {"deepseek": 31.0, "qwen3": 19.5, "mixtral": 5.0, "llama4": 29.0}
+# Shipped medians (2026-11-24, not fitted to MoE rows) + ~3 points: DeepSeek 24.5, Qwen3 15.1,
+# Mixtral 6.4, Llama 4 28.5 %. The targets (every family <= 12 %, all rows <= 8 %) are not met.
+MOE_BOUNDS = {"deepseek": 27.5, "qwen3": 18.0, "mixtral": 9.5, "llama4": 31.5}
 
 
 @pytest.fixture(scope="module")
@@ -337,8 +337,8 @@ def predicted_moe(compose):
 
 def test_moe_rows_are_placed_and_guarded_per_family(predicted_moe):
     """67 of 68 rows placed (target 95 %): the one left names its EP group, larger than the 32
-    GPUs of a pipeline stage. Every family's median |error| within its guard; all rows 22.6 %
-    (p90 40.9 %), guarded at 25 %."""
+    GPUs of a pipeline stage. Every family's median |error| within its guard; all rows 18.9 %
+    (p90 43.4 %), guarded at 21.5 %."""
     df = predicted_moe
     unplaced = df[df.predicted_iter_time_s.isna()]
     assert len(df) == 68 and len(unplaced) == 1
@@ -347,7 +347,7 @@ def test_moe_rows_are_placed_and_guarded_per_family(predicted_moe):
         rows = df[df.model.str.contains(pattern, case=False, regex=True) & df.abs_pct_error.notna()]
         assert len(rows) >= 4, family
         assert rows.abs_pct_error.median() <= MOE_BOUNDS[family], (family, rows.abs_pct_error.median())
-    assert df.abs_pct_error.median() <= 25.0
+    assert df.abs_pct_error.median() <= 21.5
 
 
 def test_attention_spellings(compose):

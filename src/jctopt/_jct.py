@@ -112,6 +112,9 @@ def expected_max_std_normal(n):
     return ndtri((n - 0.375) / (n + 0.25))
 
 
+# Share of the MoE all-to-all hidden by an overlapping schedule, up to the compute window (below).
+EP_OVERLAP_ETA = 1.0
+
 def overlap(comm_s, window_s, eta):
     """Exposed part of communication overlapped with a compute window:
     tau_comm - eta min(tau_comp, tau_comm) (MISSION step-time overlap model)."""
@@ -204,9 +207,10 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     two_hop = K.all_to_all_two_hop(token_bytes, m.top_k, lay.ep, E.ep_stride(lay), g, f, c)
     ep_raw = n_a2a * jnp.where(t.ep_two_hop > 0, two_hop, flat)
     # Schedules that interleave two micro-batches hide one's dispatch and combine behind the
-    # other's compute: DeepSeek-V3's DualPipe (report Sec. 3.2.1), Megatron-Core's 1F1B
-    # all-to-all overlap (--overlap-moe-expert-parallel-comm).
-    ep_mb = overlap(ep_raw, t_comp_mb, jnp.where(t.ep_comm_overlap > 0, t.overlap_eta, 0.0))
+    # other's compute: DeepSeek-V3's DualPipe (report Sec. 3.2.1: "both all-to-all and PP
+    # communication can be fully hidden"), Megatron-Core's 1F1B all-to-all overlap
+    # (--overlap-moe-expert-parallel-comm, built after it): hidden up to the compute window.
+    ep_mb = overlap(ep_raw, t_comp_mb, jnp.where(t.ep_comm_overlap > 0, EP_OVERLAP_ETA, 0.0))
     # PP: activation forward, gradient backward per virtual stage. Each TP rank sends 1/tp of
     # it; without SP the receivers all-gather the rest over NVLink (scatter/gather
     # optimization, Narayanan et al. 2021 Sec. 4.1); with SP the stage input is already split.
