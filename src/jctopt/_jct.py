@@ -115,6 +115,7 @@ def expected_max_std_normal(n):
 # Share of the MoE all-to-all hidden by an overlapping schedule, up to the compute window (below).
 EP_OVERLAP_ETA = 1.0
 
+
 def overlap(comm_s, window_s, eta):
     """Exposed part of communication overlapped with a compute window:
     tau_comm - eta min(tau_comp, tau_comm) (MISSION step-time overlap model)."""
