@@ -90,8 +90,9 @@ def test_sweep_rows_equal_scalar_estimate(compose, tmp_path):
         for field in ("step_s", "jct_s", "mem_total", "cost_usd", "mfu"):
             np.testing.assert_allclose(r[field], float(getattr(est, field)), rtol=1e-12, err_msg=field)
         # Kept rows carry the step time's interval at job.confidence 0.8: the stored 10th and
-        # 90th percentile log errors of the GPU's basis; none where the step is infinite.
-        q = _risk.log_quantiles(_risk.error_basis(r.gpu))
+        # 90th percentile log errors of the MoE basis (Mixtral); none where the step is infinite.
+        assert _risk.error_basis(r.gpu, moe=True) == "moe"
+        q = _risk.log_quantiles("moe")
         assert cfg.job.confidence == 0.8 and U.LEVELS[2] == 0.1 and U.LEVELS[6] == 0.9
         expected = r.step_s * np.exp([q[2], q[6]]) if np.isfinite(r.step_s) else [np.nan, np.nan]
         np.testing.assert_allclose([r.step_lo_s, r.step_hi_s], expected, rtol=1e-12)

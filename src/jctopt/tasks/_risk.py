@@ -2,8 +2,8 @@
 
 The model error a row gets depends on what its prediction rests on: ``rows`` where the GPU
 type's values were fitted to its own measured runs, ``specs`` otherwise (the calibration
-record's ``gpu.<name>.from``). Dense runs measured both; MoE predictions carry the dense
-error and say so in ``error_basis`` (no MoE run is fitted yet).
+record's ``gpu.<name>.from``), and ``moe`` for any mixture-of-experts model: the error on the
+MoE runs, which no fit sees (``calibrate.moe_error``).
 """
 
 from __future__ import annotations
@@ -35,8 +35,11 @@ def _record() -> dict:
     return record
 
 
-def error_basis(gpu: str) -> str:
-    """``rows`` where the catalog's values for ``gpu`` were fitted to its own runs, else ``specs``."""
+def error_basis(gpu: str, moe: bool = False) -> str:
+    """``moe`` for a mixture-of-experts model where the record holds the MoE runs' error; else
+    ``rows`` where the catalog's values for ``gpu`` were fitted to its own runs, else ``specs``."""
+    if moe and "moe" in _record()["model_error"]:
+        return "moe"
     origin = _record()["gpu"].get(str(gpu), {}).get("from", "specs")
     return "rows" if origin == "rows" else "specs"
 
@@ -74,8 +77,8 @@ def with_risk(rows: pd.DataFrame, confidence: float, deadline_s: float, init_s: 
     out = rows.copy()
     for col in ("step_lo_s", "step_hi_s", "jct_lo_s", "jct_hi_s", "p_deadline"):
         out[col] = np.nan
-    basis = np.asarray([error_basis(g) for g in out.gpu.astype(str)], dtype=object)
-    out["error_basis"] = [f"{b}, dense runs (MoE not fitted)" if moe else b for b in basis]
+    basis = np.asarray([error_basis(g, moe) for g in out.gpu.astype(str)], dtype=object)
+    out["error_basis"] = [f"{b}, dense runs (no MoE error recorded)" if moe and b != "moe" else b for b in basis]
     ok = np.isfinite(out.jct_s.to_numpy(float))
     out.loc[~ok, "p_deadline"] = 0.0
     levels = [(1.0 - confidence) / 2.0, (1.0 + confidence) / 2.0]
@@ -106,7 +109,7 @@ def with_risk(rows: pd.DataFrame, confidence: float, deadline_s: float, init_s: 
     return out
 
 
-def with_step_interval(rows: pd.DataFrame, confidence: float) -> pd.DataFrame:
+def with_step_interval(rows: pd.DataFrame, confidence: float, moe: bool = False) -> pd.DataFrame:
     """``rows`` with ``step_lo_s`` / ``step_hi_s``, the model-error interval of the step time at
     ``confidence`` (a product per row: cheap enough for every row a sweep keeps, where the JCT
     law's quantiles, 0.9 ms a row, are not). NaN where the step time is not finite."""
@@ -117,7 +120,7 @@ def with_step_interval(rows: pd.DataFrame, confidence: float) -> pd.DataFrame:
     gpus = out.gpu.astype(str).to_numpy()
     for gpu in np.unique(gpus):
         at = (gpus == gpu) & np.isfinite(step)
-        lo[at], hi[at] = U.step_interval(step[at], log_quantiles(error_basis(gpu)), confidence)
+        lo[at], hi[at] = U.step_interval(step[at], log_quantiles(error_basis(gpu, moe)), confidence)
     out["step_lo_s"], out["step_hi_s"] = lo, hi
     return out
 
@@ -128,11 +131,11 @@ def with_job_risk(cfg, rows: pd.DataFrame) -> pd.DataFrame:
                      moe=cfg.model.n_experts > 1)
 
 
-def p_cheaper(cost_a: float, gpu_a: str, cost_b: float, gpu_b: str) -> float:
+def p_cheaper(cost_a: float, gpu_a: str, cost_b: float, gpu_b: str, moe: bool = False) -> float:
     """P(a's true cost < b's) when each predicted cost is off by its GPU type's model error,
     independently (a conservative reading: errors common to both cancel in reality). Costs
     scale with the step time; over the equiprobable multipliers, ties count half."""
-    ka = cost_a * U.error_multipliers(log_quantiles(error_basis(gpu_a)))
-    kb = cost_b * U.error_multipliers(log_quantiles(error_basis(gpu_b)))
+    ka = cost_a * U.error_multipliers(log_quantiles(error_basis(gpu_a, moe)))
+    kb = cost_b * U.error_multipliers(log_quantiles(error_basis(gpu_b, moe)))
     diff = ka[:, None] - kb[None, :]
     return float(np.mean((diff < 0) + 0.5 * (diff == 0)))

@@ -33,7 +33,7 @@ from .. import _uncertainty as U
 from .._config import ConfigError, catalog_names, load_option
 from .._resources import CALIBRATION_RECORD, CONF_DIR
 from .._types import stack
-from .validate import place_rows, read_runs, runs_path
+from .validate import place_rows, read_runs, run_validate, runs_path
 
 TRAINING_PRESETS = ("megatron", "modern")
 # Errors reported: catalog (as shipped), fitted, leave-one-source-out, leave-one-die-out.
@@ -196,6 +196,24 @@ def held_out_coverage(log_ratios: np.ndarray, weights: np.ndarray, groups: np.nd
     return cover
 
 
+MOE_RUNS = ("runs_moe_dev.csv",)
+
+
+def moe_error(cfg: DictConfig) -> dict:
+    """The model's step-time error for mixture-of-experts models: validate's predictions of the
+    MoE runs, which no fit sees (they are not calibration runs), with the catalogs as they
+    stand when it runs; quantiles at ``_uncertainty.LEVELS`` with every source weighing the
+    same, and their coverage of each source from the others' (``held_out_coverage``)."""
+    df = pd.concat([run_validate(cfg, runs_path(f)) for f in MOE_RUNS], ignore_index=True)
+    df = df[(df.predicted_iter_time_s > 0) & (df.measured_iter_time_s > 0)]
+    ratio = np.log(df.measured_iter_time_s.to_numpy(float) / df.predicted_iter_time_s.to_numpy(float))
+    sources = df.source.to_numpy()
+    weight = 1.0 / df.source.map(df.source.value_counts()).to_numpy(float)
+    return {"log_quantiles": U.quantiles_of(ratio, weight), "rows": int(len(df)),
+            "from": f"{', '.join(MOE_RUNS)}: MoE runs, not fitted",
+            "coverage_loso": held_out_coverage(ratio, weight, sources)}
+
+
 def errors_by_source(records: pd.DataFrame) -> pd.DataFrame:
     cols = [f"{k}_abs_pct_error" for k in KINDS if f"{k}_abs_pct_error" in records]
     per = records.groupby("source")[cols].median()
@@ -228,6 +246,10 @@ def apply(doc: dict) -> None:
                     doc["spec"]["gpu"][name])
     for preset in TRAINING_PRESETS:
         _set_values(CONF_DIR / "training" / f"{preset}.yaml", doc["training"], note, doc["spec"]["training"])
+    write_record(doc)
+
+
+def write_record(doc: dict) -> None:
     CALIBRATION_RECORD.write_text("# Written by `jctopt task=calibrate calibrate.apply=true`; the catalogs carry these "
                                   "values; `spec` holds the values every calibration starts from.\n"
                                   + OmegaConf.to_yaml(OmegaConf.create(doc)))
@@ -244,11 +266,15 @@ def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
     meta = {"data": [r.name for r in runs], "sha256": [hashlib.sha256(r.read_bytes()).hexdigest() for r in runs],
             "date": datetime.date.today().isoformat(), "rows": int(len(records)), "abs_pct_error": errors}
     doc = {"calibration": meta, **fitted, "model_error": model_error(records)}
+    if cfg.calibrate.apply:
+        apply(doc)
+    # The MoE runs under the catalogs now in force: the new ones when applied.
+    doc["model_error"]["moe"] = moe_error(cfg)
     (run_dir / "calibration.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(doc)))
     records.to_parquet(run_dir / "calibrate.parquet", index=False)
     console.print(f"wrote {run_dir / 'calibration.yaml'}, calibrate.parquet")
     if cfg.calibrate.apply:
-        apply(doc)
+        write_record(doc)
         console.print(f"applied: conf/gpu/*.yaml, conf/training/*.yaml, {CALIBRATION_RECORD}")
     m = {k: v["median"] for k, v in errors.items()}
     print(f"median_abs_pct_error catalog={m['catalog']:.2f} fitted={m['fitted']:.2f} "

@@ -56,7 +56,7 @@ def confident_cheapest(cfg: DictConfig, first_k: int = 64) -> pd.Series | None:
     deadline_s = 86400.0 * float(cfg.job.deadline_days)
     best = []
     for gpu in cfg.space.gpu:
-        k = np.sort(U.error_multipliers(log_quantiles(error_basis(gpu))))
+        k = np.sort(U.error_multipliers(log_quantiles(error_basis(gpu, cfg.model.n_experts > 1))))
         k_c = k[min(int(np.ceil(confidence * len(k))), len(k)) - 1]
         bound_days = float((deadline_s - float(cfg.cluster.init_s)) / k_c / 86400.0)
         if bound_days <= 0:

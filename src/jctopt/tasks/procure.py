@@ -88,7 +88,8 @@ def run_procure(cfg: DictConfig) -> pd.DataFrame:
     df["p_winner_cheaper"] = np.nan
     if not ok.empty and len(ok) > 1:
         w = df[df.winner].iloc[0]
-        df.loc[df.winner, "p_winner_cheaper"] = min(p_cheaper(w.cost_usd, w.gpu, o.cost_usd, o.gpu)
+        moe = cfg.model.n_experts > 1
+        df.loc[df.winner, "p_winner_cheaper"] = min(p_cheaper(w.cost_usd, w.gpu, o.cost_usd, o.gpu, moe)
                                                     for _, o in df[df.meets_deadline & ~df.winner].iterrows())
     keep = ["gpu", "meets_deadline", "winner"] + [c for c in LAYOUT_COLUMNS if c in df and c != "gpu"] + \
         [c for c in OUTPUT_COLUMNS + RISK_COLUMNS if c in df] + ["break_even_price_per_gpu_hour", "price_ratio_flip",

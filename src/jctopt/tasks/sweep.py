@@ -200,7 +200,7 @@ def run_sweep(cfg: DictConfig, out: Path, *, process: tuple[int, int] = (0, 1), 
                 if stop_after is not None and i >= stop_after:
                     raise KeyboardInterrupt
                 if sw.keep not in REDUCTIONS:  # a reduction's rows get the whole risk at the end
-                    rows = with_step_interval(rows, cfg.job.confidence)
+                    rows = with_step_interval(rows, cfg.job.confidence, cfg.model.n_experts > 1)
                 table = _table(rows, {**meta, "jctopt.reason_counts": json.dumps(counts.tolist()),
                                       "jctopt.chunk": str(chunk)})
                 _write_atomic(table, d.part(chunk))

@@ -440,6 +440,7 @@ def _fastest_split(base: DictConfig, row: dict):
     *_, config, rc, used = min(candidates, key=lambda c: c[:4])
     return config, rc, sorted(set(used) | {"tp", "pp"})
 
+
 def _reason(config) -> Reason:
     return Reason(int(_estimate_one(config).reason))
 
@@ -501,8 +502,10 @@ def run_validate(cfg: DictConfig, runs: Path) -> pd.DataFrame:
     for col in ("predicted_iter_time_s", "predicted_mfu_pct", "abs_pct_error", *STEP_PARTS, "mem_total_gb"):
         df[col] = np.nan
     df["model_reason"] = None
+    df["moe"] = False
     if configs:
         batch = stack(configs)
+        df.loc[index, "moe"] = np.asarray(batch.model.n_experts) > 1
         est = estimate_batch(batch)
         comp = {k: np.asarray(getattr(est, k)) for k in STEP_PARTS}
         step = np.asarray(unmasked_step(est))  # OOM rows keep their prediction
@@ -519,9 +522,11 @@ def run_validate(cfg: DictConfig, runs: Path) -> pd.DataFrame:
             if reasons[j] != "OK":
                 df.loc[i, "model_reason"] = reasons[j]
     # The central interval at job.confidence of each prediction, from the model's left-out error
-    # for what it rests on (_risk: the GPU type's own rows or its specs).
+    # for what it rests on (_risk: the GPU type's own rows or its specs, or the MoE runs).
     df["predicted_lo_s"] = df["predicted_hi_s"] = np.nan
-    for basis, part in df[df.predicted_iter_time_s.notna()].groupby(df.gpu.astype(str).map(error_basis)):
+    bases = pd.Series([error_basis(g, m) for g, m in zip(df.gpu.astype(str), df.moe)], index=df.index)
+    df = df.drop(columns="moe")
+    for basis, part in df[df.predicted_iter_time_s.notna()].groupby(bases):
         lo, hi = step_interval(part.predicted_iter_time_s.to_numpy(float), log_quantiles(basis),
                                check_confidence(cfg.job.confidence))
         df.loc[part.index, "predicted_lo_s"], df.loc[part.index, "predicted_hi_s"] = lo, hi
