@@ -2,8 +2,8 @@
 
 The model error is the distribution of log(measured / predicted) step time that ``calibrate``
 measures on runs it was not fitted to (leave-one-source-out for GPU types with measured rows,
-leave-one-die-out for GPU types known from their specs; conf/calibration.yaml,
-``model_error``), kept as quantiles at ``LEVELS``. It scales the failure-free solve time
+leave-one-die-out for GPU types known from their specs, the unfitted MoE runs for MoE models;
+conf/calibration.yaml, ``model_error``), kept as quantiles at ``LEVELS``. It scales the failure-free solve time
 T_s = steps x step; the failure model (``_failure_time``) then spreads the wall time around
 the scaled T_s with the configuration's checkpoint interval, write stall, restart cost and
 MTBF. The JCT law is the mixture over equiprobable error multipliers k_j:
