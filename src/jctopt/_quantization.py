@@ -51,4 +51,3 @@ def quantized_elements_per_token(m: ModelSpec, t: Training, tp, qkv_width, mlp_w
     forward = h / sp_div + mlp_h + (context + mlp_width) / tp
     backward = h / sp_div + mlp_h + (qkv_width + (1.0 + m.glu) * mlp_width) / tp
     return forward, backward
-

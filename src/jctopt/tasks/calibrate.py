@@ -167,7 +167,7 @@ def model_error(records: pd.DataFrame) -> dict:
     data; for ``specs`` also ``coverage_lodo``, each die against the other dies."""
     out = {"levels": list(U.LEVELS)}
     sources = np.asarray(sorted(set(records.source)))
-    dies = np.asarray([die_of(g) for g in records.gpu]) if "gpu" in records else None
+    dies = records.gpu.map({g: die_of(g) for g in set(records.gpu)}).to_numpy() if "gpu" in records else None
     for basis, (column, what) in ERROR_BASES.items():
         ratio = np.log(records.measured_iter_time_s.to_numpy(float) / records[column].to_numpy(float))
         w = records.weight.to_numpy(float)

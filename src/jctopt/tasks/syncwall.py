@@ -19,7 +19,8 @@ from omegaconf import DictConfig
 from rich.console import Console
 from rich.table import Table
 
-from .._config import ConfigError
+from .._compute import mlp_width_per_token
+from .._config import ConfigError, to_config
 from .._search import configured, search
 from .._space import int_axis
 from ._output import pyplot, save_plot
@@ -36,9 +37,7 @@ def dense_twin(cfg: DictConfig) -> DictConfig:
     experts in a routed layer, ffn_hidden in a leading dense one). Same FLOPs per token but the
     router's; no all-to-all, no expert weights."""
     m = cfg.model
-    routed = 1.0 - m.n_dense_layers / m.n_layers
-    moe_ffn = m.moe_ffn_hidden or m.ffn_hidden
-    width = (1.0 - routed) * m.ffn_hidden + routed * (m.top_k + m.n_shared_experts) * moe_ffn
+    width = float(mlp_width_per_token(to_config(cfg, layout=False).model))
     return configured(cfg, model__name=f"{m.name} dense twin", model__n_experts=1, model__top_k=1,
                       model__n_shared_experts=0, model__n_dense_layers=0, model__moe_ffn_hidden=None,
                       model__ffn_hidden=int(round(width)), space__ep=[1])
