@@ -118,7 +118,8 @@ def main() -> None:
             best = rows.iloc[0]
     search_s = time.perf_counter() - t0  # compilation included
     print(f"GPT-3 175B on 1024 GPUs: {space_1024.size:,} candidates searched in {search_s:.1f} s; cheapest: "
-          f"{best.gpu} + {best.fabric}, TP {best.tp} PP {best.pp} CP {best.cp} DP {best.dp} vpp {best.vpp}, "
+          f"{best.gpu} + {best.fabric}, TP {best.tp} PP {best.pp} CP {best.cp} DP {best.dp} vpp {best.vpp} "
+          f"{best.schedule}, "
           f"mb {best.micro_batch} x {best.n_micro}, {best.jct_s / 86400:.1f} days, ${best.cost_usd:,.0f}",
           file=sys.stderr)
 

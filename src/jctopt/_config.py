@@ -19,6 +19,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from . import _pipeline as pipeline
+from . import _schedules as schedules
 from ._resources import CONF_DIR
 from ._types import ClusterSpec, Config, FabricSpec, GPUSpec, Job, Layout, ModelSpec, Training
 
@@ -127,6 +128,7 @@ class LayoutConf:
     ep: int = 1
     vpp: int = 1
     etp: Optional[int] = None  # expert tensor parallel; None = tp (no MoE parallel folding)
+    schedule: str = "1f1b"  # pipeline schedule: 1f1b (interleaved when vpp > 1) | zb_h1 | zb_v | dualpipe
 
 
 @dataclass
@@ -180,6 +182,7 @@ class SpaceConf:
     ep: Any = MISSING
     etp: Any = "tp"  # expert tensor parallel: "tp" (as tp), integers dividing tp (1: MoE parallel folding)
     vpp: Any = MISSING  # virtual (interleaved) stages per pipeline rank
+    schedule: Any = field(default_factory=lambda: ["1f1b"])  # pipeline schedules (_schedules.SCHEDULES)
     micro_batch: Any = MISSING
     accum: Any = None  # None: global batch fixed at training.global_batch, accumulation solved
     recompute: list[str] = MISSING  # none | selective | full
@@ -402,13 +405,16 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
               f"a divisor of gpu.nvlink_domain={gpu.nvlink_domain} (gpu={gpu.name})")
     if layout:
         check_layout(m.n_heads, m.n_layers, m.seq_len, m.n_experts, lay.n_gpus, lay.tp, lay.pp,
-                     lay.cp, lay.ep, lay.vpp, tr.global_batch, tr.micro_batch, lay.etp)
+                     lay.cp, lay.ep, lay.vpp, tr.global_batch, tr.micro_batch, lay.etp, lay.schedule)
 
 
 def check_layout(heads, layers, seq_len, experts, n_gpus, tp, pp, cp, ep, vpp, global_batch, micro_batch,
-                 etp=None):
-    """Raise ConfigError naming the first layout value that does not divide; ``etp`` None = tp."""
+                 etp=None, schedule="1f1b"):
+    """Raise ConfigError naming the first layout value that does not divide (or a schedule that
+    cannot run on it); ``etp`` None = tp."""
     etp = tp if etp is None else etp
+    if schedule not in schedules.SCHEDULES:
+        _fail("layout.schedule", schedule, " | ".join(schedules.SCHEDULES))
     if heads % tp:
         _fail("layout.tp", tp, f"a divisor of model.n_heads={heads}")
     if not pipeline.fits(layers, pp, vpp):
@@ -431,6 +437,8 @@ def check_layout(heads, layers, seq_len, experts, n_gpus, tp, pp, cp, ep, vpp, g
     if global_batch % (dp * micro_batch):
         _fail("training.global_batch", global_batch,
               f"a multiple of dp x micro_batch = {dp} x {micro_batch} = {dp * micro_batch}")
+    if (why := schedules.requirement(schedule, pp, vpp, global_batch // (dp * micro_batch))) is not None:
+        _fail("layout.schedule", schedule, f"a schedule that runs here: {schedule} needs {why}")
 
 
 # --- conversion ---------------------------------------------------------------------------
@@ -458,7 +466,8 @@ def to_config(cfg: DictConfig, layout: bool = True) -> Config:
     return Config(
         model=_floats(ModelSpec, model), gpu=_floats(GPUSpec, c["gpu"]),
         fabric=_floats(FabricSpec, c["fabric"]), cluster=_floats(ClusterSpec, c["cluster"]),
-        layout=_floats(Layout, dict(c["layout"], etp=c["layout"].get("etp") or c["layout"]["tp"])),
+        layout=_floats(Layout, dict(c["layout"], etp=c["layout"].get("etp") or c["layout"]["tp"],
+                                    schedule=schedules.SCHEDULES[c["layout"].get("schedule", "1f1b")])),
         train=_floats(Training, training), job=_floats(Job, job),
     )
 

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._jct import Estimate, Reason, estimate_batch
+from ._schedules import ONE_F_ONE_B, ZB_H1
 from ._types import Config
 
 # Seed 001: efficiency < 70 % is communication-bound, > 85 % compute-bound.
@@ -53,6 +54,9 @@ CHANGES = [
     Change("interleaved pipeline schedule (virtual stages x2)",
            lambda c: c._replace(layout=c.layout._replace(vpp=c.layout.vpp * 2)),
            lambda c: c.layout.pp > 1),
+    Change("zero-bubble pipeline schedule ZB-H1 (weight gradients fill the bubble)",
+           lambda c: c._replace(layout=c.layout._replace(schedule=jnp.asarray(float(ZB_H1)))),
+           lambda c: c.layout.pp > 1 and c.layout.vpp == 1 and c.layout.schedule == ONE_F_ONE_B),
     Change("selective instead of full activation recompute",
            lambda c: _tr(c, recompute=jnp.asarray(1.0)), lambda c: c.train.recompute >= 2),
     Change("micro-batch x2", lambda c: _tr(c, micro_batch=c.train.micro_batch * 2), lambda c: True),

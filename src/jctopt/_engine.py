@@ -27,6 +27,7 @@ from jax.sharding import PartitionSpec as P
 
 from ._config import PRECISION, RECOMPUTE, ConfigError, load_option, to_config
 from ._jct import Estimate, Reason, estimate
+from ._schedules import SCHEDULES
 from ._space import INNER_AXES, SPLIT_AXES, Space, build_space
 from ._types import Config, FabricSpec, GPUSpec, Layout
 
@@ -145,7 +146,8 @@ def _decode(dec: Decoding, local, rows: Rows, tables: Tables, base: Config):
     ci = digits["ckpt_interval_s"]
     cfg = with_choices(
         base, jax.tree.map(lambda a: a[gi], tables.gpu), jax.tree.map(lambda a: a[fi], tables.fabric),
-        Layout(n_gpus=n, tp=s["tp"], pp=s["pp"], cp=s["cp"], ep=s["ep"], vpp=s["vpp"], etp=s["etp"]),
+        Layout(n_gpus=n, tp=s["tp"], pp=s["pp"], cp=s["cp"], ep=s["ep"], vpp=s["vpp"], etp=s["etp"],
+               schedule=s["schedule"]),
         global_batch=global_batch, micro_batch=s["micro_batch"], recompute=tables.recompute[digits["recompute"]],
         zero_stage=tables.zero_stage[digits["zero_stage"]], low_precision=tables.low_precision[digits["precision"]],
         ckpt_auto=tables.ckpt_auto[ci], ckpt_interval_s=tables.ckpt_s[ci])
@@ -331,6 +333,7 @@ class Engine:
         for k in SPLIT_AXES:
             if k != "accum":
                 cols[k] = sp.splits[k][ix["split"]]
+        cols["schedule"] = pd.Categorical.from_codes(cols["schedule"], categories=list(SCHEDULES))
         cols["zero_stage"] = np.asarray(sp.inner["zero_stage"], np.int64)[ix["zero_stage"]]
         ckpt = np.asarray(sp.inner["ckpt_interval_s"], np.float64)[ix["ckpt_interval_s"]]
         cols["ckpt_policy"] = pd.Categorical(np.where(np.isnan(ckpt), "daly", "fixed"), categories=["daly", "fixed"])

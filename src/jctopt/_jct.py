@@ -21,6 +21,7 @@ from . import _experts as E
 from . import _memory as Mem
 from . import _pipeline as P
 from . import _reliability as R
+from . import _schedules as S
 from ._types import Config
 
 # Checkpoint state: bf16 weights + fp32 master weights + Adam m and v = 14 bytes/parameter
@@ -134,7 +135,8 @@ def layout_checks(cfg: Config, relaxed: bool = False):
           & _is_int(m.n_heads / lay.tp) & P.fits(m.n_layers, lay.pp, lay.vpp)
           & _is_int(t.seq_len / lay.cp) & _is_int(m.n_experts / lay.ep) & _is_int(lay.tp / lay.etp)
           & _is_int(E.expert_data_parallel(lay, dp))
-          & ((lay.vpp == 1.0) | (lay.pp > 1.0)))
+          & ((lay.vpp == 1.0) | (lay.pp > 1.0)) & S.valid(lay.schedule, lay.pp, lay.vpp)
+          & S.enough_micro_batches(lay.schedule, lay.pp, n_micro))
     return ok, dp, n_micro
 
 
@@ -160,7 +162,7 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     t_comp_mb = jnp.maximum(C.microbatch_compute_time(m, g, t, lay.tp, lay.cp, layers_per_stage, 0.0, lay.ep, lay.etp),
                             C.microbatch_compute_time(m, g, t, lay.tp, lay.cp, layers_last + m.mtp_layers,
                                                       1.0 + m.mtp_layers, lay.ep, lay.etp))
-    _, core, _ = C.layer_times(m, g, t, lay.tp, lay.cp, lay.ep, lay.etp)
+    _, core, elem = C.layer_times(m, g, t, lay.tp, lay.cp, lay.ep, lay.etp)
     column, row = C.layer_gemm_times(m, g, t, lay.tp, lay.cp, lay.ep, lay.etp)  # column-parallel: QKV, MLP up
     gemm = column + row
 
@@ -211,7 +213,8 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     # other's compute: DeepSeek-V3's DualPipe (report Sec. 3.2.1: "both all-to-all and PP
     # communication can be fully hidden"), Megatron-Core's 1F1B all-to-all overlap
     # (--overlap-moe-expert-parallel-comm, built after it): hidden up to the compute window.
-    ep_mb = overlap(ep_raw, t_comp_mb, jnp.where(t.ep_comm_overlap > 0, EP_OVERLAP_ETA, 0.0))
+    dualpipe = S.hides_dispatch(lay.schedule, lay.pp)
+    ep_mb = overlap(ep_raw, t_comp_mb, jnp.where((t.ep_comm_overlap > 0) | dualpipe, EP_OVERLAP_ETA, 0.0))
     # PP: activation forward, gradient backward per virtual stage. Each TP rank sends 1/tp of
     # it; without SP the receivers all-gather the rest over NVLink (scatter/gather
     # optimization, Narayanan et al. 2021 Sec. 4.1); with SP the stage input is already split.
@@ -222,12 +225,15 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     pp_raw = jnp.where(lay.pp > 1, 2.0 * lay.vpp * send, 0.0)
     # Interleaved schedules post the next chunk's sends/receives during this chunk's compute
     # (Megatron --overlap-p2p-communication); 1F1B waits for them.
-    pp_mb = overlap(pp_raw, t_comp_mb, jnp.where(lay.vpp > 1, mp_overlap, 0.0))
+    # DualPipe hides them behind the other direction's compute (_schedules).
+    pp_mb = overlap(pp_raw, t_comp_mb, jnp.where(dualpipe, 1.0, jnp.where(lay.vpp > 1, mp_overlap, 0.0)))
 
     t_mb = t_comp_mb + tp_mb + cp_mb + ep_mb + pp_mb
-    # 1F1B bubble (p-1)/M, interleaved (p-1)/(v M) (Narayanan 2021 Sec. 2.2).
-    bubble_mb = (lay.pp - 1.0) / lay.vpp
-    pipe = t_mb * (n_micro + bubble_mb)
+    # Bubble per schedule (_schedules): the zero-bubble ones fill it with the stage's weight-
+    # gradient GEMMs (as many FLOPs as its forward GEMMs).
+    bubble = S.bubble_time(lay.schedule, lay.pp, lay.vpp, t_mb, t_comp_mb,
+                           layers_per_stage * (gemm + core + elem), layers_per_stage * gemm)
+    pipe = t_mb * n_micro + bubble
     # Stragglers: the step waits for the slowest of n_gpus ranks with N(1, cv) jitter.
     straggler = pipe * c.jitter_cv * expected_max_std_normal(lay.n_gpus)
 
@@ -336,7 +342,7 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
 
     return Estimate(
         feasible=feasible, reason=reason.astype(jnp.int32), dp=dp_raw, n_micro=n_micro_raw,
-        compute_s=n_micro * t_comp_mb, bubble_s=bubble_mb * t_mb, tp_comm_s=n_micro * tp_mb,
+        compute_s=n_micro * t_comp_mb, bubble_s=bubble, tp_comm_s=n_micro * tp_mb,
         cp_comm_s=n_micro * cp_mb, ep_comm_s=n_micro * ep_mb, pp_comm_s=n_micro * pp_mb,
         dp_comm_s=dp_exposed, zero3_comm_s=z3_exposed, optimizer_s=optimizer,
         straggler_s=straggler, serial_s=c.serial_s_per_step, step_s=masked(step),

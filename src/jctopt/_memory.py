@@ -7,8 +7,8 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from . import _compute as C
-from . import _experts as E
 from . import _pipeline as P
+from . import _schedules as S
 from ._types import Layout, ModelSpec, Training
 
 # Mixed-precision Adam: bf16 weights 2 + bf16 grads 2 + fp32 master, m, v 12 bytes per
@@ -35,14 +35,16 @@ def local_params(m: ModelSpec, lay: Layout, t: Training):
     Layers split over pp (the busiest rank's, ``_pipeline.stage_layers``), weights over tp,
     experts over etp x ep (``_experts``). With pp > 1 the
     first (or last) stage also holds a V x h embedding; with pp == 1 the one stage holds all.
+    DualPipe holds two stages per rank (``_schedules.parameter_copies``).
     """
     layers, _ = P.stage_layers(m.n_layers, lay.pp, lay.vpp)
     # A dense model's MLP is dense: it shards and syncs with the rest over dp x cp.
     experts = C.routed_params_per_layer(m)
     dense_layer = C.layer_params(m) - experts
     embed = jnp.where(lay.pp > 1, m.vocab * m.hidden, C.embedding_params(m, t.seq_len))
-    dense = (layers * dense_layer + embed) / lay.tp
-    expert = layers * experts / (lay.etp * lay.ep)
+    copies = S.parameter_copies(lay.schedule, lay.pp)  # DualPipe: two stages per rank
+    dense = copies * (layers * dense_layer + embed) / lay.tp
+    expert = copies * layers * experts / (lay.etp * lay.ep)
     return dense, expert
 
 
@@ -88,7 +90,8 @@ def shard_groups(lay: Layout, t: Training, dp, gpus_per_node):
 
 def memory(m: ModelSpec, lay: Layout, t: Training, dp, n_micro, gpus_per_node):
     """Bytes per GPU: weights, grads, optimizer state (ZeRO 1/2/3 sharded over
-    ``shard_groups``), activations of the micro-batches in flight on the first 1F1B stage,
+    ``shard_groups``), activations of the micro-batches in flight on the busiest stage
+    (``_schedules.in_flight``),
     and the ZeRO-3 gather buffer."""
     dense, expert = local_params(m, lay, t)
     shard_dense, shard_expert = shard_groups(lay, t, dp, gpus_per_node)
@@ -107,10 +110,7 @@ def memory(m: ModelSpec, lay: Layout, t: Training, dp, n_micro, gpus_per_node):
 
     per_layer, per_layer_full = activation_bytes_per_layer(m, lay, t)
     layers, _ = P.stage_layers(m.n_layers, lay.pp, lay.vpp)
-    # 1F1B: the first stage holds min(pp, M) micro-batches; interleaving adds
-    # (1 + (p-1)/(p v)) (Korthikanti 2022 Sec. 4.2.3).
-    interleave = jnp.where(lay.vpp > 1, 1.0 + (lay.pp - 1.0) / (lay.pp * lay.vpp), 1.0)
-    in_flight = jnp.minimum(lay.pp, n_micro) * interleave
+    in_flight = S.in_flight(lay.schedule, lay.pp, lay.vpp, n_micro)  # per schedule (_schedules)
     # Full recompute re-materialises one layer at a time during backward.
     working = jnp.where(t.recompute > 1, per_layer_full, 0.0)
     logits = 4.0 * t.seq_len * t.micro_batch * m.vocab / (lay.tp * lay.cp)  # fp32 logits

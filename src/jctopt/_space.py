@@ -2,7 +2,7 @@
 
 A space is the product of two parts:
 
-* **layout rows** ``(n_gpus, tp, pp, cp, ep, etp, vpp, micro_batch[, accum])`` that divide the
+* **layout rows** ``(n_gpus, tp, pp, cp, ep, etp, vpp, schedule, micro_batch[, accum])`` that divide the
   model (heads, layers, sequence, experts) and the GPU count, with the data-parallel size
   derived and the global batch either fixed (accumulation solved, rows where it does not
   divide are left out) or ``dp x micro_batch x accum``;
@@ -26,10 +26,11 @@ import numpy as np
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from . import _pipeline as pipeline
+from . import _schedules as schedules
 from ._config import PRECISION, RECOMPUTE, ConfigError, as_dict, catalog_names, load_option
 
 INNER_AXES = ("gpu", "fabric", "precision", "recompute", "zero_stage", "ckpt_interval_s")
-SPLIT_AXES = ("tp", "pp", "cp", "ep", "etp", "vpp", "micro_batch", "accum")
+SPLIT_AXES = ("tp", "pp", "cp", "ep", "etp", "vpp", "schedule", "micro_batch", "accum")
 DIVISOR_OF = {"tp": "n_heads", "pp": "n_layers", "cp": "seq_len", "ep": "n_experts"}
 MAX_SPLITS = 2**26  # per-model split combinations before filtering; beyond this, narrow the space
 OPTIMAL = "optimal"  # checkpoint interval: Daly's optimum for each configuration
@@ -95,6 +96,14 @@ def etp_axis(spec: Any) -> np.ndarray:
         raise ConfigError(f"space.etp={spec!r} is not allowed: '{SAME_AS_TP}' (expert tensor parallelism equal "
                           "to tp), a positive integer, or a list of them")
     return np.unique(np.asarray([0 if e == SAME_AS_TP else e for e in entries], dtype=np.int64))
+
+
+def schedule_axis(spec: Any) -> np.ndarray:
+    """``space.schedule``: pipeline schedule names (``_schedules.SCHEDULES``) as their codes."""
+    if isinstance(spec, ListConfig):
+        spec = OmegaConf.to_container(spec, resolve=True)
+    names = _choices("schedule", spec if isinstance(spec, list) else [spec], tuple(schedules.SCHEDULES))
+    return np.unique(np.asarray([schedules.SCHEDULES[n] for n in names], dtype=np.int64))
 
 
 def _choices(key: str, values: Any, allowed: Mapping | tuple) -> list:
@@ -197,8 +206,9 @@ def build_space(space: DictConfig, model: DictConfig, global_batch: int, gpus_pe
     dims = {"n_heads": model.n_heads, "n_layers": model.n_layers, "seq_len": model.seq_len,
             "n_experts": model.n_experts}
     n_gpus = int_axis("n_gpus", space.n_gpus)
-    axes = {k: int_axis(k, space[k], dims) for k in SPLIT_AXES if k not in ("accum", "etp")}
+    axes = {k: int_axis(k, space[k], dims) for k in SPLIT_AXES if k not in ("accum", "etp", "schedule")}
     axes["etp"] = etp_axis(space.get("etp", SAME_AS_TP))
+    axes["schedule"] = schedule_axis(space.get("schedule", ["1f1b"]))
     fixed = space.accum is None
     axes["accum"] = np.ones(1, np.int64) if fixed else int_axis("accum", space.accum)
     n_raw = math.prod(v.size for v in axes.values())
@@ -208,7 +218,7 @@ def build_space(space: DictConfig, model: DictConfig, global_batch: int, gpus_pe
                           "narrow one of these axes")
     axes = {k: axes[k] for k in SPLIT_AXES}
     grids = np.meshgrid(*axes.values(), indexing="ij")
-    splits = _resolve_etp({k: g.ravel() for k, g in zip(axes, grids)}, dims["n_experts"])
+    splits = _collapse_equivalent({k: g.ravel() for k, g in zip(axes, grids)}, dims["n_experts"])
     ok = np.logical_and.reduce(list(_model_rules(dims, splits).values()))
     raw, splits = splits, {k: v[ok] for k, v in splits.items()}
 
@@ -240,11 +250,13 @@ def build_space(space: DictConfig, model: DictConfig, global_batch: int, gpus_pe
     return Space(space.name, n_gpus, splits, proto.global_batch, inner, counts, offsets, overrides)
 
 
-def _resolve_etp(splits: dict, n_experts: int) -> dict:
+def _collapse_equivalent(splits: dict, n_experts: int) -> dict:
     """``"tp"`` entries of etp (0) become each split's tp; a dense model has no experts to
-    split, so its etp is tp throughout. Splits that become equal are kept once, first first."""
+    split, so its etp is tp throughout; without a pipeline every schedule is 1F1B. Splits that
+    become equal are kept once, first first."""
     out = dict(splits)
     out["etp"] = np.where((splits["etp"] == 0) | (n_experts == 1), splits["tp"], splits["etp"])
+    out["schedule"] = np.where(splits["pp"] == 1, schedules.ONE_F_ONE_B, splits["schedule"])
     _, first = np.unique(np.stack([out[k] for k in SPLIT_AXES], axis=1), axis=0, return_index=True)
     keep = np.sort(first)
     return {k: v[keep] for k, v in out.items()}
@@ -262,6 +274,8 @@ def _model_rules(dims: dict, s: dict) -> dict[str, np.ndarray]:
         f"space.cp must divide model.seq_len={dims['seq_len']}": dims["seq_len"] % s["cp"] == 0,
         f"space.ep must divide model.n_experts={dims['n_experts']}": dims["n_experts"] % s["ep"] == 0,
         "space.etp must divide tp": s["tp"] % s["etp"] == 0,
+        "space.schedule must run on pp x vpp (zb_h1, dualpipe: vpp 1; zb_v: vpp 2; dualpipe: even pp)":
+            schedules.valid(s["schedule"], s["pp"], s["vpp"]),
     }
 
 

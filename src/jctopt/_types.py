@@ -104,6 +104,7 @@ class Layout(NamedTuple):
     ep: Array  # expert parallel (_experts: carved from tp x cp x dp with etp x ep x edp)
     vpp: Array  # virtual (interleaved) stages per pipeline rank
     etp: Array  # expert tensor parallel: ranks splitting each expert; tp without MoE parallel folding
+    schedule: Array  # pipeline schedule code (_schedules.SCHEDULES: 1f1b, zb_h1, zb_v, dualpipe)
 
 
 class Training(NamedTuple):

@@ -7,13 +7,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-LAYOUT_COLUMNS = ["gpu", "fabric", "n_gpus", "tp", "pp", "cp", "ep", "etp", "vpp", "dp", "micro_batch", "n_micro",
-                  "global_batch", "recompute", "zero_stage", "precision", "ckpt_policy"]
+LAYOUT_COLUMNS = ["gpu", "fabric", "n_gpus", "tp", "pp", "cp", "ep", "etp", "vpp", "schedule", "dp", "micro_batch",
+                  "n_micro", "global_batch", "recompute", "zero_stage", "precision", "ckpt_policy"]
 
 
 def layout_label(r) -> str:
     return (f"TP{r.tp} PP{r.pp}" + (f" CP{r.cp}" if r.cp > 1 else "") + (f" EP{r.ep}" if r.ep > 1 else "")
-            + f" DP{r.dp}" + (f" v{r.vpp}" if r.vpp > 1 else "") + f", mb {r.micro_batch} x {r.n_micro}")
+            + f" DP{r.dp}" + (f" v{r.vpp}" if r.vpp > 1 else "")
+            + (f" {r.schedule}" if getattr(r, "schedule", "1f1b") != "1f1b" else "")
+            + f", mb {r.micro_batch} x {r.n_micro}")
 
 
 def json_row(r: pd.Series) -> dict:

@@ -59,7 +59,7 @@ def print_estimate(cfg: DictConfig, r: dict, console: Console | None = None) -> 
     console = console or Console()
     lay = cfg.layout
     title = (f"{cfg.model.name} on {lay.n_gpus} x {cfg.gpu.name} + {cfg.fabric.name}: "
-             f"TP {lay.tp} PP {lay.pp} CP {lay.cp} EP {lay.ep} DP {r['dp']:g} (vpp {lay.vpp})")
+             f"TP {lay.tp} PP {lay.pp} CP {lay.cp} EP {lay.ep} DP {r['dp']:g} (vpp {lay.vpp}, {lay.schedule})")
     console.print(f"[bold]{title}[/bold]")
     console.print(f"global batch {cfg.training.global_batch} x seq {cfg.model.seq_len}, micro-batch "
                   f"{cfg.training.micro_batch}, {r['n_micro']:g} micro-batches/step, recompute "

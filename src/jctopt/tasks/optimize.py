@@ -36,7 +36,8 @@ from rich.progress import Progress
 from .._config import PRECISION, RECOMPUTE, ConfigError, to_config
 from .._engine import _stack, ckpt_arrays, with_choices
 from .._jct import Reason, estimate_batch
-from .._space import OPTIMAL, _ckpt_values, build_space, etp_axis, gpu_overrides, int_axis
+from .._schedules import SCHEDULES
+from .._space import OPTIMAL, _ckpt_values, build_space, etp_axis, gpu_overrides, int_axis, schedule_axis
 from .._types import FabricSpec, GPUSpec, Layout
 
 PENALTY = 1e30  # objective of a masked configuration (ranked below every real one)
@@ -51,6 +52,7 @@ def search_axes(cfg: DictConfig) -> dict[str, list]:
     axes = {"gpu": list(s.gpu), "fabric": list(s.fabric)}
     axes.update({k: int_axis(k, s[k], dims).tolist() for k in INT_AXES})
     axes["etp"] = etp_axis(s.get("etp", "tp")).tolist()  # 0: as tp
+    axes["schedule"] = [name for name, code in SCHEDULES.items() if code in schedule_axis(s.get("schedule", ["1f1b"]))]
     if s.accum is not None:
         axes["accum"] = int_axis("accum", s.accum).tolist()
     axes.update(recompute=list(s.recompute), zero_stage=list(s.zero_stage), precision=list(s.precision),
@@ -83,7 +85,8 @@ class Evaluator:
         batch = jax.tree.map(lambda x: jnp.broadcast_to(x, (len(pad),)), self.base)
         cfg = with_choices(
             batch, jax.tree.map(lambda a: a[gi], self.gpu), jax.tree.map(lambda a: a[fi], self.fabric),
-            Layout(*(f(col[k]) for k in ("n_gpus", "tp", "pp", "cp", "ep", "vpp")), f(etp)),
+            Layout(*(f(col[k]) for k in ("n_gpus", "tp", "pp", "cp", "ep", "vpp")), f(etp),
+                   f([SCHEDULES[x] for x in col["schedule"]])),
             global_batch=f(gb), micro_batch=f(col["micro_batch"]), recompute=f([RECOMPUTE[r] for r in col["recompute"]]),
             zero_stage=f(col["zero_stage"]), low_precision=f([PRECISION[p] for p in col["precision"]]),
             ckpt_auto=ckpt_auto, ckpt_interval_s=ckpt_s)

@@ -199,6 +199,16 @@ def _moe_dispatch(row, year: int) -> tuple[bool, bool, bool]:
     return overlap, two_hop, named
 
 
+def _schedule(row) -> str:
+    """The pipeline schedule the row's notes name: DualPipe (the DeepSeek-V3 report) or a
+    zero-bubble schedule (ZB-H1, ZB-V); else 1F1B, interleaved when vpp > 1."""
+    notes = str(row.get("notes", ""))
+    for pattern, name in ((r"dualpipe", "dualpipe"), (r"\bzb-?v\b", "zb_v"), (r"\bzb-?h1\b|\bzb1p\b", "zb_h1")):
+        if re.search(pattern, notes, re.IGNORECASE):
+            return name
+    return "1f1b"
+
+
 def _hybrid_shard(row, year: int) -> bool | None:
     """ZeRO-3 sharding strategy as the row's notes name it (FSDP ``FULL_SHARD``, or
     ``HYBRID_SHARD`` / HSDP); None where they name none."""
@@ -282,6 +292,9 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     lay.etp = None if m.n_experts == 1 or _blank(row.get("etp")) else _int(row, "etp", [])
     if lay.pp == 1 and lay.vpp > 1:
         raise RowError(f"vpp={lay.vpp} with pp=1")
+    lay.schedule = _schedule(row) if lay.pp > 1 else "1f1b"
+    if lay.schedule == "zb_v" and _blank(row.get("vpp")):
+        lay.vpp = 2  # ZB-V's V: two chunks per rank
     if lay.etp is not None and (lay.etp < 1 or lay.tp % lay.etp):
         raise RowError(f"etp={row['etp']!r}: expert tensor parallelism must divide tp={lay.tp}")
     if dp is not None and dp * lay.tp * lay.pp * lay.cp != lay.n_gpus:
