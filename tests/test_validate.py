@@ -242,9 +242,30 @@ def test_blank_micro_batch_is_the_replica_batch_under_fsdp(compose):
     cfg, used = validate.row_config(base, row)
     assert cfg.training.micro_batch == 12 and "micro_batch" in used  # 96 / dp 8
     cfg, _ = validate.row_config(base, dict(row, pp=2, dp=4))
-    assert cfg.training.micro_batch == 1  # pipelines need micro-batches
+    assert cfg.training.micro_batch == 12  # torchtitan's pipeline: pp = 2 micro-batches of 24 / 2
+    cfg, _ = validate.row_config(base, dict(row, pp=2, dp=4, source="MaxText 2025"))
+    assert cfg.training.micro_batch == 1  # other pipelines: Megatron's micro-batch of 1
     cfg, _ = validate.row_config(base, dict(row, zero_stage=1))
     assert cfg.training.micro_batch == 1
+
+
+def test_torchtitan_rows_run_on_the_hardware_their_notes_state(compose):
+    """torchtitan's Table 5 (Llama 3.1 405B, PP 8, local batch 32, "Interleaved 1F1B", vpp and
+    micro-batch not printed): torchtitan's defaults, pp = 8 micro-batches of 4 and two stages
+    per rank; Meta's Grand Teton H100s as the notes state them: 96 GB of HBM2e at 2.4 TB/s,
+    a 500 W power limit, and "backend RDMA 400 Gb/s per GPU" (unknown_400gbps per GPU, not per
+    node as where the notes say nothing)."""
+    dev2 = pd.read_csv(validation_file("runs_dev2.csv"))
+    row = dev2[dev2.id == "torchtitan2412_t5_405b_512g_interleaved1f1b"].iloc[0].to_dict()
+    base = compose("task=validate")
+    cfg, used = validate.row_config(base, row)
+    assert (cfg.layout.vpp, cfg.training.micro_batch) == (2, 4) and {"vpp", "micro_batch"} <= set(used)
+    assert (cfg.gpu.hbm_gb, cfg.gpu.hbm_tbps, cfg.cluster.gpu_power_limit_w) == (96.0, 2.4, 500.0)
+    assert (cfg.fabric.nic_gbit, cfg.cluster.nics_per_node) == (400.0, 8)
+    one_f_one_b, _ = validate.row_config(base, dev2[dev2.id == "torchtitan2412_t5_405b_512g_1f1b"].iloc[0].to_dict())
+    assert one_f_one_b.layout.vpp == 1
+    per_node, _ = validate.row_config(base, dict(row, notes="400Gbps inter-node (fabric/NIC count not stated)"))
+    assert per_node.fabric.nic_gbit == 50.0 and per_node.cluster.gpu_power_limit_w is None
 
 
 def test_blank_recompute_is_the_fewest_layers_that_fit(compose):

@@ -19,6 +19,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from . import _pipeline as pipeline
+from . import _power
 from . import _schedules as schedules
 from ._resources import CONF_DIR
 from ._types import ClusterSpec, Config, FabricSpec, GPUSpec, Job, Layout, ModelSpec, Training
@@ -115,6 +116,7 @@ class ClusterConf:
     serial_s_per_step: float = 0.0
     init_s: float = 0.0
     power_frac: float = MISSING
+    gpu_power_limit_w: Optional[float] = None  # W, nvidia-smi -pl; None = TDP (_power: the clock it leaves)
     pue: float = MISSING
     energy_price_kwh: float = MISSING
 
@@ -367,6 +369,11 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
     confidence = cfg.job.confidence
     if not (isinstance(confidence, float) and 0.0 < confidence < 1.0):
         _fail("job.confidence", confidence, "a probability strictly between 0 and 1")
+    limit = cfg.cluster.gpu_power_limit_w
+    if limit is not None and not (isinstance(limit, (int, float)) and math.isfinite(limit)
+                                  and _power.STATIC_W < limit):
+        _fail("cluster.gpu_power_limit_w", limit, f"watts above the static draw of {_power.STATIC_W:g} W "
+              "(_power.STATIC_W), or null for the GPU's TDP")
     interval = cfg.job.ckpt_interval_s
     if interval is not None and not (isinstance(interval, (int, float)) and math.isfinite(interval) and interval > 0):
         _fail("job.ckpt_interval_s", interval, "seconds > 0, or null for Daly's optimum per configuration")
@@ -465,7 +472,8 @@ def to_config(cfg: DictConfig, layout: bool = True) -> Config:
                ckpt_interval_s=1.0 if interval is None else interval)
     return Config(
         model=_floats(ModelSpec, model), gpu=_floats(GPUSpec, c["gpu"]),
-        fabric=_floats(FabricSpec, c["fabric"]), cluster=_floats(ClusterSpec, c["cluster"]),
+        fabric=_floats(FabricSpec, c["fabric"]),
+        cluster=_floats(ClusterSpec, dict(c["cluster"], gpu_power_limit_w=c["cluster"]["gpu_power_limit_w"] or 0.0)),
         layout=_floats(Layout, dict(c["layout"], etp=c["layout"].get("etp") or c["layout"]["tp"],
                                     schedule=schedules.SCHEDULES[c["layout"].get("schedule", "1f1b")])),
         train=_floats(Training, training), job=_floats(Job, job),

@@ -92,6 +92,7 @@ class ClusterSpec(NamedTuple):
     serial_s_per_step: Array  # Amdahl serial part per step (data loading, logging)
     init_s: Array  # one-off job start-up
     power_frac: Array  # average draw / TDP while training
+    gpu_power_limit_w: Array  # board power limit set by the operator (W); 0 = the GPU's TDP (_power)
     pue: Array
     energy_price_kwh: Array  # USD per kWh
 

@@ -52,10 +52,13 @@ def runs_path(runs: str | None) -> Path:
 # Blank cells: the value used and why (printed in the report).
 DEFAULTS = {
     "kv_heads": ("= heads", "no grouped-query attention unless stated (runs_dev.csv README)"),
-    "vpp": (1, "no interleaved schedule unless stated"),
-    "micro_batch": ("1; with ZeRO-3 at pp = 1, global_batch / dp", "Megatron-LM's default micro-batch size; FSDP "
-                    "stacks (torchtitan's local_batch_size, MaxText's per_device_batch_size) run the replica's "
-                    "batch at once unless gradient accumulation is stated"),
+    "vpp": ("1; 2 for torchtitan's Interleaved 1F1B", "no interleaved schedule unless stated; torchtitan builds "
+            "two stages per rank for a looped schedule when no split is given"),
+    "micro_batch": ("1; with ZeRO-3 at pp = 1, global_batch / dp; torchtitan at pp > 1, global_batch / (dp pp)",
+                    "Megatron-LM's default micro-batch size; FSDP stacks (torchtitan's local_batch_size, MaxText's "
+                    "per_device_batch_size) run the replica's batch at once unless gradient accumulation is stated; "
+                    "torchtitan's pipeline splits it into pp micro-batches (pipeline_parallel_microbatches "
+                    "defaults to the pipeline degree, torchtitan 2024-12)"),
     "sp": ("on with tp > 1 from 2022", "Megatron-Core and NeMo turn sequence parallelism on with tensor parallelism "
            "(Korthikanti et al. 2022 introduced it); off before 2022 and at tp = 1"),
     "cp": (1, "no context parallelism unless stated"),
@@ -209,6 +212,17 @@ def _schedule(row) -> str:
     return "1f1b"
 
 
+def _stated_hardware(cfg: DictConfig, row: dict) -> None:
+    """Hardware the notes state apart from the catalog GPU: a board power limit below TDP
+    ("500 W power limit": _power) and the HBM ("96GB HBM2e (2.4 TB/s)"), as Meta's Grand Teton
+    H100s that torchtitan benchmarks on."""
+    notes = str(row.get("notes", ""))
+    if m := re.search(r"\b(\d+) ?W power limit", notes):
+        cfg.cluster.gpu_power_limit_w = float(m.group(1))
+    if m := re.search(r"\b(\d+) ?GB HBM\w*\s*\(([\d.]+) ?TB/s", notes):
+        cfg.gpu.hbm_gb, cfg.gpu.hbm_tbps = float(m.group(1)), float(m.group(2))
+
+
 def _hybrid_shard(row, year: int) -> bool | None:
     """ZeRO-3 sharding strategy as the row's notes name it (FSDP ``FULL_SHARD``, or
     ``HYBRID_SHARD`` / HSDP); None where they name none."""
@@ -243,8 +257,10 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
         if fabric is None:
             raise RowError(f"inter_node unknown and gpu={gpu!r} has no reference fabric")
     elif m := re.fullmatch(r"unknown_(\d+)gbps", inter):
-        # X Gbit/s per node, RoCE-like, one NIC per GPU (the sources name neither fabric nor NIC count).
-        fabric, gbit, nics = "roce400", float(m.group(1)) / gpn, gpn
+        # X Gbit/s per node, RoCE-like, one NIC per GPU (the sources name neither fabric nor NIC
+        # count); per GPU where the notes say so ("backend RDMA 400 Gb/s per GPU").
+        per_gpu = re.search(rf"\b{m.group(1)} ?Gb(?:it)?(?:/s|ps) per GPU", str(row.get("notes", "")), re.IGNORECASE)
+        fabric, gbit, nics = "roce400", float(m.group(1)) / (1 if per_gpu else gpn), gpn
     else:
         raise RowError(f"inter_node={inter!r} is not modelled")
     cfg.fabric = load_option("fabric", fabric)
@@ -252,6 +268,7 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
         cfg.fabric.nic_gbit = gbit
     cfg.cluster.gpus_per_node = gpn
     cfg.cluster.nics_per_node = nics or gpn
+    _stated_hardware(cfg, row)
 
     layers, hidden, heads = (_int(row, k, used) for k in ("layers", "hidden", "heads"))
     ffn, seq = (_int(row, k, used) for k in ("ffn_hidden", "seq_len"))
@@ -285,7 +302,10 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
         lay.pp = model_parallel
     else:
         lay.tp, lay.pp = _int(row, "tp", used), _int(row, "pp", used)
-    lay.cp, lay.ep, lay.vpp = (_int(row, k, used) for k in ("cp", "ep", "vpp"))
+    torchtitan = "torchtitan" in _stack_text(row)
+    interleaved = torchtitan and lay.pp > 1 and re.search(r"interleaved 1f1b", str(row.get("notes", "")), re.IGNORECASE)
+    lay.cp, lay.ep = (_int(row, k, used) for k in ("cp", "ep"))
+    lay.vpp = _int(row, "vpp", used, rule=2 if interleaved else 1)
     # Expert tensor parallelism: blank is tp, Megatron-Core's default for
     # --expert-tensor-parallel-size; etp 1 at tp > 1 keeps experts whole and lets EP span the
     # TP ranks (MoE parallel folding, _experts).
@@ -304,8 +324,13 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     year = source_year(row)
     tr.zero_stage = _int(row, "zero_stage", used, rule=int(year >= 2023))
     replica_batch = tr.global_batch * lay.tp * lay.pp * lay.cp // lay.n_gpus
-    tr.micro_batch = _int(row, "micro_batch", used,
-                          rule=replica_batch if tr.zero_stage >= 3 and lay.pp == 1 and replica_batch >= 1 else 1)
+    if tr.zero_stage >= 3 and lay.pp == 1 and replica_batch >= 1:
+        whole_replica = replica_batch
+    elif torchtitan and lay.pp > 1 and replica_batch % lay.pp == 0:
+        whole_replica = replica_batch // lay.pp  # pp micro-batches (torchtitan's default)
+    else:
+        whole_replica = 1
+    tr.micro_batch = _int(row, "micro_batch", used, rule=whole_replica)
     recompute = row.get("recompute")
     if _blank(recompute):
         used.append("recompute")

@@ -1,0 +1,34 @@
+"""A board power limit below TDP (``cluster.gpu_power_limit_w``, ``nvidia-smi -pl``) and the
+tensor-core clock it leaves.
+
+Dynamic power is ``C V^2 f`` and, along the DVFS curve, the voltage rises with the clock, so a
+compute-bound GPU's dynamic power goes as ``f^3`` (the standard CMOS scaling); the static part
+does not scale. A limit ``P`` below TDP then sustains
+``f / f_TDP = ((P - P_static) / (TDP - P_static))^(1/3)`` of the clock, and GEMM and attention
+throughput follow the clock. HBM-bound work is left at full speed (the memory clock is not what
+the limit throttles). Example: Meta's Grand Teton H100s run at "the default 500W power limit"
+(pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md): 0.88 of the 700 W clock.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+# Power a GPU draws with its clocks up and its tensor cores idle (W): engineering estimate from
+# an A100 measured at 88 W idle (H. He, "Strangely, matrix multiplications on GPUs run faster
+# when given predictable data", thonking.ai, 2024); assumed for every GPU.
+STATIC_W = 90.0
+
+
+def clock_ratio(limit_w, tdp_w):
+    """Sustained tensor-core clock under a power limit, as a share of the clock at TDP.
+    ``limit_w`` 0 means no limit below TDP; a limit above TDP does not overclock (1)."""
+    capped = (limit_w > 0) & (limit_w < tdp_w)
+    safe = jnp.where(capped, limit_w, tdp_w)
+    ratio = ((safe - STATIC_W) / (tdp_w - STATIC_W)) ** (1.0 / 3.0)
+    return jnp.where(capped, ratio, 1.0)
+
+
+def board_power_w(limit_w, tdp_w):
+    """The board's power ceiling (W): the limit where one is set below TDP, else TDP."""
+    return jnp.where((limit_w > 0) & (limit_w < tdp_w), limit_w, tdp_w)
