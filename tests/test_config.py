@@ -22,13 +22,30 @@ def test_catalogs_are_complete():
 
 @pytest.mark.parametrize("gpu,fabric", list(itertools.product(GROUPS["gpu"], GROUPS["fabric"])))
 def test_every_gpu_and_fabric_composes_and_evaluates(compose, gpu, fabric):
-    cluster = "nvl72" if gpu == "gb200" else "default"
+    cluster = "nvl72" if gpu in ("gb200", "gb300") else "default"
     cfg = compose(f"gpu={gpu}", f"fabric={fabric}", f"cluster={cluster}", "model=gpt_7p5b",
                   "layout.n_gpus=64", "layout.tp=4", "layout.pp=1", "training=modern",
                   "training.global_batch=64")
     est = jctopt.estimate(jctopt.to_config(cfg))
     assert bool(est.feasible)
     assert 0 < float(est.efficiency) <= 1
+
+
+@pytest.mark.parametrize("gpu", ["gb200", "gb300"])
+def test_an_nvl72_gpu_on_8_gpu_nodes_names_the_cluster(compose, gpu):
+    """An NVL72 rack is 18 compute trays of 4 GPUs: the default cluster's node follows the GPU
+    (8 on HGX, the 4-GPU tray here, one NIC per GPU); an 8-GPU node (hosts, NICs and failures
+    counted per 8 GPUs) is refused, the tray (cluster=nvl72) or the whole 72-GPU domain
+    (validate's gpus_per_node column) is taken."""
+    with pytest.raises(jctopt.ConfigError, match=rf"cluster.gpus_per_node=8 is not allowed: 4 \(gpu={gpu} is a "
+                                                 r"rack of 4-GPU compute trays: cluster=nvl72\) or 72"):
+        jctopt.to_config(compose(f"gpu={gpu}", "cluster.gpus_per_node=8"))
+    for cluster in ("cluster=default", "cluster=nvl72"):
+        c = jctopt.to_config(compose(f"gpu={gpu}", cluster)).cluster
+        assert (float(c.gpus_per_node), float(c.nics_per_node)) == (4.0, 4.0)
+    assert float(jctopt.to_config(compose("gpu=b200")).cluster.gpus_per_node) == 8.0
+    assert float(jctopt.to_config(compose(f"gpu={gpu}", "cluster.gpus_per_node=72",
+                                          "cluster.nics_per_node=72")).cluster.gpus_per_node) == 72.0
 
 
 @pytest.mark.parametrize("model", GROUPS["model"])

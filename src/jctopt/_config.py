@@ -68,6 +68,8 @@ class GPUConf:
     hbm_tbps: float = MISSING
     nvlink_gbps: float = MISSING
     nvlink_domain: int = 8
+    # GPUs per compute tray where the NVLink domain spans trays (NVL72: 4); None: a node holds it
+    tray_gpus: Optional[int] = None
     nvls: bool = False
     tdp_w: float = MISSING
     price_per_gpu_hour: float = MISSING
@@ -309,6 +311,8 @@ def unknown_keys(cfg: DictConfig, schema: type = AppConf, prefix: str = "") -> l
 
 def register_configs() -> None:
     ConfigStore.instance().store(name="base_config", node=AppConf)
+    # ${tray_or:${gpu.tray_gpus},8}: a rack-scale GPU's compute tray, else the given node size.
+    OmegaConf.register_new_resolver("tray_or", lambda tray, default: tray or default, replace=True)
 
 
 RECOMPUTE = {"none": 0.0, "selective": 1.0, "full": 2.0}
@@ -407,12 +411,23 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
         _fail("training.precision", tr.precision, f"{' | '.join(supported)} (gpu={gpu.name} has no {tr.precision} tensor cores)")
     if tr.zero_stage not in (0, 1, 2, 3):
         _fail("training.zero_stage", tr.zero_stage, "0, 1, 2 or 3")
-    if gpu.nvlink_domain % cl.gpus_per_node:
-        _fail("cluster.gpus_per_node", cl.gpus_per_node,
-              f"a divisor of gpu.nvlink_domain={gpu.nvlink_domain} (gpu={gpu.name})")
+    if (allowed := node_sizes(gpu, cl.gpus_per_node)) is not None:
+        _fail("cluster.gpus_per_node", cl.gpus_per_node, allowed)
     if layout:
         check_layout(m.n_heads, m.n_layers, m.seq_len, m.n_experts, lay.n_gpus, lay.tp, lay.pp,
                      lay.cp, lay.ep, lay.vpp, tr.global_batch, tr.micro_batch, lay.etp, lay.schedule)
+
+
+def node_sizes(gpu: DictConfig, gpus_per_node: int) -> str | None:
+    """What cluster.gpus_per_node may be with this GPU, or None when ``gpus_per_node`` is allowed:
+    a divisor of its NVLink domain; for a rack of compute trays (NVL72) the tray, whose hosts,
+    NICs and failures a node stands for (cluster=nvl72), or the whole domain as one node."""
+    if gpu.nvlink_domain % gpus_per_node:
+        return f"a divisor of gpu.nvlink_domain={gpu.nvlink_domain} (gpu={gpu.name})"
+    if gpu.tray_gpus and gpus_per_node not in (gpu.tray_gpus, gpu.nvlink_domain):
+        return (f"{gpu.tray_gpus} (gpu={gpu.name} is a rack of {gpu.tray_gpus}-GPU compute trays: cluster=nvl72) or "
+                f"{gpu.nvlink_domain} (the whole NVLink domain as one node)")
+    return None
 
 
 def check_layout(heads, layers, seq_len, experts, n_gpus, tp, pp, cp, ep, vpp, global_batch, micro_batch,

@@ -8,7 +8,7 @@ import copy
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
-from ._config import catalog_names, load_option
+from ._config import catalog_names, load_option, node_sizes
 from ._engine import build, reduce_rows
 
 
@@ -32,8 +32,8 @@ def search(cfg: DictConfig, keep: str, objective: str = "cost_usd", top_k: int =
 
 
 def catalog(group: str, gpus_per_node: int | None = None) -> list[str]:
-    """Every catalog entry of ``group`` (GPUs: those whose NVLink domain fits the node size)."""
+    """Every catalog entry of ``group`` (GPUs: those that run with nodes of ``gpus_per_node``)."""
     names = catalog_names(group)
     if group == "gpu" and gpus_per_node:
-        names = [n for n in names if load_option("gpu", n).nvlink_domain % gpus_per_node == 0]
+        names = [n for n in names if node_sizes(load_option("gpu", n), gpus_per_node) is None]
     return names

@@ -27,7 +27,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from . import _pipeline as pipeline
 from . import _schedules as schedules
-from ._config import PRECISION, RECOMPUTE, ConfigError, as_dict, catalog_names, load_option
+from ._config import PRECISION, RECOMPUTE, ConfigError, as_dict, catalog_names, load_option, node_sizes
 
 INNER_AXES = ("gpu", "fabric", "precision", "recompute", "zero_stage", "ckpt_interval_s")
 SPLIT_AXES = ("tp", "pp", "cp", "ep", "etp", "vpp", "schedule", "micro_batch", "accum")
@@ -226,10 +226,9 @@ def build_space(space: DictConfig, model: DictConfig, global_batch: int, gpus_pe
     fabrics = _choices("fabric", space.fabric, tuple(catalog_names("fabric")))
     for name in gpus:
         g = load_option("gpu", name)  # raises on an unknown name
-        if gpus_per_node is not None and g.nvlink_domain % gpus_per_node:
+        if gpus_per_node is not None and (allowed := node_sizes(g, gpus_per_node)) is not None:
             raise ConfigError(f"space.gpu entry {name!r} is not allowed with cluster.gpus_per_node="
-                              f"{gpus_per_node}: its NVLink domain of {g.nvlink_domain} GPUs must be a "
-                              "multiple of the node size (choose a matching cluster, e.g. cluster=nvl72)")
+                              f"{gpus_per_node}: the node size must be {allowed}")
     for name in fabrics:
         load_option("fabric", name)
     overrides = gpu_overrides(space, gpus)
