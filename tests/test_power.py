@@ -2,6 +2,7 @@
 
 import pytest
 
+from jctopt import _compute as C
 from jctopt import _power as Pw
 from jctopt._config import ConfigError
 from jctopt._jct import estimate
@@ -21,11 +22,18 @@ BASE = ("model=llama3_70b", "gpu=h100_sxm", "training=modern", "layout.n_gpus=64
 
 
 def test_a_power_limit_slows_compute_not_memory_and_lowers_the_energy(config):
-    """At 500 W the GEMM- and attention-bound compute stretches by at most 1 / 0.876 (HBM-bound
-    work keeps its speed), communication is untouched, MFU keeps the spec peak as its
+    """At 500 W the GEMMs run at 0.876 of their rate (layer_gemm_times by hand from the
+    throttled efficiency), attention and HBM-bound work keep their speed, so the compute stretches
+    by less than 1 / 0.876; communication is untouched, MFU keeps the spec peak as its
     denominator, and energy is priced at the 500 W ceiling."""
-    full = estimate(config(*BASE))
+    cfg = config(*BASE)
+    full = estimate(cfg)
     capped = estimate(config(*BASE, "cluster.gpu_power_limit_w=500"))
+    m, g, t, lay = cfg.model, cfg.gpu, cfg.train, cfg.layout
+    slow = g._replace(matmul_eff=0.8760 * g.matmul_eff)
+    fast_s, slow_s = C.layer_gemm_times(m, g, t, lay.tp, lay.cp), C.layer_gemm_times(m, slow, t, lay.tp, lay.cp)
+    for fast, slowed in zip(fast_s, slow_s):
+        assert float(slowed) == pytest.approx(float(fast) / 0.8760, rel=1e-3)  # 70B's GEMMs: compute-bound
     ratio = float(capped.compute_s) / float(full.compute_s)
     assert 1.0 < ratio < 1.0 / 0.8760 + 1e-4
     assert ratio > 1.08  # a 70B layer's time is mostly GEMMs

@@ -155,11 +155,10 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     # Stand-in peaks on masked rows, as above.
     g = g._replace(peak_fp8_tflops=jnp.where(precision_ok, g.peak_fp8_tflops, g.peak_bf16_tflops),
                    peak_fp4_tflops=jnp.where(precision_ok, g.peak_fp4_tflops, g.peak_bf16_tflops))
-    spec_peak = 1e12 * C.dense_peak_tflops(g, t)  # MFU's denominator: the spec, whatever the clock
-    # A power limit below TDP slows the tensor cores with the clock (_power); HBM keeps its speed.
+    # A power limit below TDP slows the large GEMMs with the clock (_power); the peaks, and so
+    # MFU's denominator, stay the spec's.
     clock = Pw.clock_ratio(c.gpu_power_limit_w, g.tdp_w)
-    g = g._replace(peak_bf16_tflops=clock * g.peak_bf16_tflops, peak_fp8_tflops=clock * g.peak_fp8_tflops,
-                   peak_fp4_tflops=clock * g.peak_fp4_tflops)
+    g = g._replace(matmul_eff=clock * g.matmul_eff, fp8_matmul_eff=clock * g.fp8_matmul_eff)
 
     # --- compute per micro-batch on the slowest stage: the last (logits, loss) or, split
     # unevenly, a middle one ---
@@ -341,6 +340,7 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
                 + grad_sync)
     hours = lay.n_gpus * jct / 3600.0
     energy = hours * Pw.board_power_w(c.gpu_power_limit_w, g.tdp_w) * c.power_frac * c.pue / 1000.0
+    peak = 1e12 * C.dense_peak_tflops(g, t)
 
     def masked(x):
         return jnp.where(feasible, x, jnp.inf)
@@ -360,7 +360,7 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
         young_interval_s=R.young_interval(delta, mtbf), daly_interval_s=daly, mtbf_s=mtbf,
         restart_s=restart, n_checkpoints=solve / tau, n_failures=masked(wall / mtbf),
         jct_s=masked(jct), efficiency=jnp.where(feasible, theoretical / train, 0.0),
-        mfu=jnp.where(feasible, model_flops / (step * lay.n_gpus * spec_peak), 0.0),
+        mfu=jnp.where(feasible, model_flops / (step * lay.n_gpus * peak), 0.0),
         gamma=comm_raw / compute_step, comm_share=jnp.where(feasible, comm_exposed / step, 0.0),
         gpu_hours=masked(hours), cost_usd=masked(hours * g.price_per_gpu_hour),
         energy_kwh=masked(energy), energy_usd=masked(energy * c.energy_price_kwh),

@@ -4,9 +4,11 @@ tensor-core clock it leaves.
 Dynamic power is ``C V^2 f`` and, along the DVFS curve, the voltage rises with the clock, so a
 compute-bound GPU's dynamic power goes as ``f^3`` (the standard CMOS scaling); the static part
 does not scale. A limit ``P`` below TDP then sustains
-``f / f_TDP = ((P - P_static) / (TDP - P_static))^(1/3)`` of the clock, and GEMM and attention
-throughput follow the clock. HBM-bound work is left at full speed (the memory clock is not what
-the limit throttles). Example: Meta's Grand Teton H100s run at "the default 500W power limit"
+``f / f_TDP = ((P - P_static) / (TDP - P_static))^(1/3)`` of the clock. A limit throttles only
+the work whose power reaches it: large GEMMs, which draw the full TDP (an H800's clock falls
+from 1980 to 1575 MHz under overlapped GEMMs at its stock 700 W, deepseek-ai/DeepGEMM issue
+#120), follow the clock; attention kernels (FlashAttention-2 at ~35 % of the tensor peak) and
+HBM-bound work draw less and keep their speed. Example: Meta's Grand Teton H100s run at "the default 500W power limit"
 (pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md): 0.88 of the 700 W clock.
 """
 
