@@ -267,6 +267,39 @@ def test_torchtitan_rows_run_on_the_hardware_their_notes_state(compose):
     assert per_node.fabric.nic_gbit == 50.0 and per_node.cluster.gpu_power_limit_w is None
 
 
+def test_blank_global_batch_from_the_rows_throughput_or_one_micro_batch_per_replica(compose):
+    """A silent global batch: the row's step time x tokens/s per GPU x GPUs / seq_len (rounded
+    to whole micro-batches per replica) where it states both; else dp x micro_batch (x pp)."""
+    base = compose("task=validate")
+    row = {"id": "r", "source": "A 2025 page", "model": "Llama", "layers": 32, "hidden": 4096,
+           "ffn_hidden": 14336, "heads": 32, "kv_heads": 8, "seq_len": 131072, "vocab": 128256, "gpu": "h100_sxm",
+           "precision": "bf16", "gpus_per_node": 8, "inter_node": "ib_ndr400x8", "num_gpus": 64, "tp": 8, "pp": 1,
+           "dp": 2, "cp": 4, "micro_batch": 1, "global_batch": None, "recompute": "full",
+           "measured_iter_time_s": 20.0, "tokens_per_s_per_gpu": 410.0}
+    cfg, used = validate.row_config(base, row)
+    assert cfg.training.global_batch == 4 and "global_batch" in used  # 20 x 410 x 64 / 131072 = 4.0
+    cfg, _ = validate.row_config(base, dict(row, tokens_per_s_per_gpu=None))
+    assert cfg.training.global_batch == 2  # dp 2 x micro-batch 1
+    cfg, _ = validate.row_config(base, dict(row, tokens_per_s_per_gpu=None, pp=2, dp=1, cp=4))
+    assert cfg.training.global_batch == 2  # dp 1 x micro-batch 1 x pp 2
+
+
+@pytest.mark.parametrize("key, node_gbit", [
+    ("ib_hdr200x8", 1600), ("ib_ndr400x8", 3200), ("ib_hdr200x4", 800), ("ib_edr100x8", 800),
+    ("roce400x8", 3200), ("roce200x8", 1600), ("roce_1600gbps_node", 1600), ("omnipath", 800),
+    ("unknown_400gbps", 400), ("unknown_800gbps", 800), ("unknown", 3200)])
+def test_every_documented_inter_node_key_is_placed(compose, key, node_gbit):
+    """The inter_node keys of the validation README, as Gbit/s per 8-GPU H100 node by hand:
+    NICs x rate; Omni-Path 100 one port per GPU; unknown_X X per node where the notes do not say
+    per GPU; unknown the GPU's reference fabric (NDR400, one NIC per GPU)."""
+    row = {"id": "r", "source": "A 2024 page", "model": "Llama", "layers": 32, "hidden": 4096,
+           "ffn_hidden": 14336, "heads": 32, "kv_heads": 8, "seq_len": 8192, "vocab": 128256, "gpu": "h100_sxm",
+           "precision": "bf16", "gpus_per_node": 8, "inter_node": key, "num_gpus": 64, "tp": 8, "pp": 1,
+           "dp": 8, "global_batch": 64, "recompute": "full"}
+    cfg, _ = validate.row_config(compose("task=validate"), row)
+    assert cfg.fabric.nic_gbit * cfg.cluster.nics_per_node == pytest.approx(node_gbit)
+
+
 def test_blank_recompute_is_the_fewest_layers_that_fit(compose):
     """Llama 2 70B on 64 H100s with ZeRO-3 (full), 2 x 4096 tokens per GPU: selective recompute does
     not fit, full does; the least that fits recomputes only some layers (block method)."""

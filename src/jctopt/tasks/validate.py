@@ -74,6 +74,10 @@ DEFAULTS = {
     "moe_ffn_hidden": ("= ffn_hidden", "every expert as wide as the dense MLP (Mixtral)"),
     "shared_experts": (0, "no shared expert"),
     "dense_layers": (0, "every layer of an MoE model routed"),
+    "global_batch": ("step x tokens/s per GPU x GPUs / seq_len; else dp x micro_batch x pp",
+                     "the batch the row's own throughput and step time imply; a row stating neither: one "
+                     "micro-batch per data-parallel replica (per pipeline stage under PP), as long-sequence "
+                     "benchmarks run"),
     "recompute": ("the least that fits", "none, else selective, else whole-layer recompute of the fewest layers "
                   "per stage (Megatron's block method), up to full: the first the memory model says fits (the run "
                   "was measured, so it fit)"),
@@ -103,6 +107,9 @@ FABRICS = {
     "ib_hdr200x4": ("ib_hdr200", None, 4), "ib_edr100x8": ("ib_hdr200", 100.0, 8),
     "roce400x8": ("roce400", None, 8), "roce200x8": ("roce400", 200.0, 8),
     "roce_1600gbps_node": ("roce400", 200.0, 8),  # 1600 Gbit/s per node as 8 x 200G RoCE
+    # Intel Omni-Path 100 (100 Gbit/s per port, RDMA through PSM2/verbs): IB-like, one port per GPU
+    # unless the row says otherwise (as for the other keys without a count).
+    "omnipath": ("ib_hdr200", 100.0, None),
 }
 # The precision column as sources print it -> the model's precision. Case, a trailing
 # "(inferred)" / "(unverified)", and "_" or " " for "-" are ignored. FP8 "CS" is current
@@ -210,6 +217,24 @@ def _schedule(row) -> str:
         if re.search(pattern, notes, re.IGNORECASE):
             return name
     return "1f1b"
+
+
+def _global_batch(row: dict, lay: DictConfig, seq_len: int, used: list[str]) -> int:
+    """Sequences per step. Blank: what the row's own throughput and step time imply
+    (step x tokens/s per GPU x GPUs / seq_len), else one micro-batch per data-parallel replica,
+    pp of them under a pipeline; either way a whole number of micro-batches per replica."""
+    if not _blank(row.get("global_batch")):
+        return _int(row, "global_batch", used)
+    used.append("global_batch")
+    dp = max(lay.n_gpus // (lay.tp * lay.pp * lay.cp), 1)
+    micro = 1 if _blank(row.get("micro_batch")) else _int(row, "micro_batch", [])
+    try:
+        implied = float(row["measured_iter_time_s"]) * float(row["tokens_per_s_per_gpu"]) * lay.n_gpus / seq_len
+    except (KeyError, TypeError, ValueError):
+        implied = math.nan
+    if math.isfinite(implied) and implied > 0:
+        return max(round(implied / (dp * micro)), 1) * dp * micro
+    return dp * micro * lay.pp
 
 
 def _stated_hardware(cfg: DictConfig, row: dict) -> None:
@@ -320,7 +345,7 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     if dp is not None and dp * lay.tp * lay.pp * lay.cp != lay.n_gpus:
         raise RowError(f"dp x tp x pp x cp = {dp} x {lay.tp} x {lay.pp} x {lay.cp} != "
                        f"num_gpus={lay.n_gpus}")
-    tr.global_batch = _int(row, "global_batch", used)
+    tr.global_batch = _global_batch(row, lay, seq, used)
     year = source_year(row)
     tr.zero_stage = _int(row, "zero_stage", used, rule=int(year >= 2023))
     replica_batch = tr.global_batch * lay.tp * lay.pp * lay.cp // lay.n_gpus
