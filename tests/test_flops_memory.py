@@ -78,6 +78,18 @@ def test_swiglu_layer_activations_by_hand(config):
     assert float(stored) == pytest.approx(s * (10 * h + 4 * h + 4 * 1024 + 6 * ffn) / 4, rel=1e-9)
 
 
+def test_fp8_keeps_the_gemm_inputs_at_one_byte(config):
+    """The same layer under fp8: the QKV and fc1 inputs (h each), the projection's input (the
+    context, h) and the down GEMM's input (ffn) are kept as their 1-byte FP8 copies for the
+    weight gradient (Transformer Engine); norms, Q, K, V and SwiGLU's input stay bf16."""
+    cfg = config("model=llama3_8b", "layout.tp=4", "layout.pp=1", "layout.n_gpus=4", "training.micro_batch=1",
+                 "training.seq_parallel=true", "training.recompute=none", "training.flash_attention=true",
+                 "training.global_batch=1", "model.seq_len=8192", "gpu=h100_sxm", "training.precision=fp8")
+    stored, _ = Mem.activation_bytes_per_layer(cfg.model, cfg.layout, cfg.train)
+    s, h, ffn = 8192, 4096, 14336
+    assert float(stored) == pytest.approx(s * (8 * h + 3 * h + 4 * 1024 + 5 * ffn) / 4, rel=1e-9)
+
+
 def test_fused_attention_drops_score_memory(config):
     assert _act(config, 8, True, "none", flash=True) == pytest.approx(34 * SBH / 8, rel=1e-9)
 

@@ -59,14 +59,21 @@ def activation_bytes_per_layer(m: ModelSpec, lay: Layout, t: Training):
     C.mlp_width_per_token). MLP term: Korthikanti's 4 s b ffn is the activation's input and the
     second GEMM's input, bf16 each; SwiGLU keeps its two-branch input (2 ffn wide) and the
     second GEMM's input, 6 s b ffn.
+    Low-precision GEMMs (fp8, MXFP8, NVFP4) keep the quantized copy of each GEMM input for the
+    weight gradient (Transformer Engine's Linear: "input^T" in FP8 feeds the wgrad GEMM, TE docs,
+    low-precision training, "Linear layer data flow"): the QKV, projection, fc1 and fc2 inputs
+    at 1 byte, not 2. Attention's Q, K, V and the norms stay bf16.
     CP splits the sequence, so everything is divided by cp.
     """
     s, b, h, tp, cp = t.seq_len, t.micro_batch, m.hidden, lay.tp, lay.cp
     sbh = s * b * h
-    replicated = 10.0 * sbh  # norm inputs, dropout masks, QKV / fc1 inputs
-    # Q, context, K, V (MLA: K and V up-projected per head, kv_heads = n_heads), bf16.
-    split_attn = 2.0 * s * b * (m.n_heads + m.n_kv_heads) * (m.head_dim + m.v_head_dim)
-    split_mlp = s * b * C.mlp_width_per_token(m) * (4.0 + 2.0 * m.glu)
+    low = jnp.where(t.low_precision >= 1, 1.0, 0.0)  # GEMM inputs saved at 1 byte instead of 2
+    replicated = (10.0 - 2.0 * low) * sbh  # norm inputs, dropout masks, QKV / fc1 inputs
+    # Q, context, K, V (MLA: K and V up-projected per head, kv_heads = n_heads); the context is
+    # the projection's input.
+    split_attn = (2.0 * s * b * (m.n_heads + m.n_kv_heads) * (m.head_dim + m.v_head_dim)
+                  - low * s * b * m.n_heads * m.v_head_dim)
+    split_mlp = s * b * C.mlp_width_per_token(m) * (4.0 + 2.0 * m.glu - low)
     scores = 5.0 * m.n_heads * s * s * b
     keep_scores = jnp.where((t.recompute < 1) & (t.flash_attention < 1), 1.0, 0.0)
     sp_div = jnp.where(t.seq_parallel > 0, tp, 1.0)

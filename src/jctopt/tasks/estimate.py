@@ -18,7 +18,7 @@ from ._risk import with_job_risk
 
 STEP_ROWS = [
     ("compute_s", "compute (fwd + bwd + recompute, slowest stage)"),
-    ("bubble_s", "pipeline bubble (p-1)/(v M)"),
+    ("bubble_s", "pipeline bubble (of layout.schedule)"),
     ("tp_comm_s", "TP all-reduce / SP all-gather + reduce-scatter"),
     ("cp_comm_s", "CP K/V exchange (exposed)"),
     ("ep_comm_s", "EP all-to-all"),
