@@ -22,15 +22,13 @@ import jax.numpy as jnp
 STATIC_W = 90.0
 
 
-def clock_ratio(limit_w, tdp_w):
-    """Sustained tensor-core clock under a power limit, as a share of the clock at TDP.
-    ``limit_w`` 0 means no limit below TDP; a limit above TDP does not overclock (1)."""
-    capped = (limit_w > 0) & (limit_w < tdp_w)
-    safe = jnp.where(capped, limit_w, tdp_w)
-    ratio = ((safe - STATIC_W) / (tdp_w - STATIC_W)) ** (1.0 / 3.0)
-    return jnp.where(capped, ratio, 1.0)
-
-
 def board_power_w(limit_w, tdp_w):
-    """The board's power ceiling (W): the limit where one is set below TDP, else TDP."""
+    """The board's power ceiling (W): the limit where one is set below TDP, else TDP
+    (``limit_w`` 0: no limit)."""
     return jnp.where((limit_w > 0) & (limit_w < tdp_w), limit_w, tdp_w)
+
+
+def clock_ratio(limit_w, tdp_w):
+    """Sustained tensor-core clock under a power limit, as a share of the clock at TDP: 1 at
+    the ceiling TDP (no limit, or one above TDP, which does not overclock)."""
+    return ((board_power_w(limit_w, tdp_w) - STATIC_W) / (tdp_w - STATIC_W)) ** (1.0 / 3.0)

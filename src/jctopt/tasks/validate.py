@@ -52,8 +52,9 @@ def runs_path(runs: str | None) -> Path:
 # Blank cells: the value used and why (printed in the report).
 DEFAULTS = {
     "kv_heads": ("= heads", "no grouped-query attention unless stated (runs_dev.csv README)"),
-    "vpp": ("1; 2 for torchtitan's Interleaved 1F1B", "no interleaved schedule unless stated; torchtitan builds "
-            "two stages per rank for a looped schedule when no split is given"),
+    "vpp": ("1; 2 for torchtitan's Interleaved 1F1B and for ZB-V", "no interleaved schedule unless stated; "
+            "torchtitan builds two stages per rank for a looped schedule when no split is given; ZB-V's V is two "
+            "chunks per rank"),
     "micro_batch": ("1; with ZeRO-3 at pp = 1, global_batch / dp; torchtitan at pp > 1, global_batch / (dp pp)",
                     "Megatron-LM's default micro-batch size; FSDP stacks (torchtitan's local_batch_size, MaxText's "
                     "per_device_batch_size) run the replica's batch at once unless gradient accumulation is stated; "
@@ -330,16 +331,14 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     torchtitan = "torchtitan" in _stack_text(row)
     interleaved = torchtitan and lay.pp > 1 and re.search(r"interleaved 1f1b", str(row.get("notes", "")), re.IGNORECASE)
     lay.cp, lay.ep = (_int(row, k, used) for k in ("cp", "ep"))
-    lay.vpp = _int(row, "vpp", used, rule=2 if interleaved else 1)
+    lay.schedule = _schedule(row) if lay.pp > 1 else "1f1b"
+    lay.vpp = _int(row, "vpp", used, rule=2 if interleaved or lay.schedule == "zb_v" else 1)
     # Expert tensor parallelism: blank is tp, Megatron-Core's default for
     # --expert-tensor-parallel-size; etp 1 at tp > 1 keeps experts whole and lets EP span the
     # TP ranks (MoE parallel folding, _experts).
     lay.etp = None if m.n_experts == 1 or _blank(row.get("etp")) else _int(row, "etp", [])
     if lay.pp == 1 and lay.vpp > 1:
         raise RowError(f"vpp={lay.vpp} with pp=1")
-    lay.schedule = _schedule(row) if lay.pp > 1 else "1f1b"
-    if lay.schedule == "zb_v" and _blank(row.get("vpp")):
-        lay.vpp = 2  # ZB-V's V: two chunks per rank
     if lay.etp is not None and (lay.etp < 1 or lay.tp % lay.etp):
         raise RowError(f"etp={row['etp']!r}: expert tensor parallelism must divide tp={lay.tp}")
     if dp is not None and dp * lay.tp * lay.pp * lay.cp != lay.n_gpus:
