@@ -76,15 +76,17 @@ def test_two_hop_dispatch_by_hand(config):
     1): the flat all-to-all sends 8 x 24/32 = 6 copies over the fabric; the two-hop (DeepEP)
     one copy per remote node holding a chosen expert, 3 x (1 - (3/4)^8) = 2.70 on average,
     at 400 Gb/s x 0.94 = 47 GB/s per GPU (the NVLink side, 8 x (7/32 + 24/32 x 7/8) = 7 copies
-    at 450 x nvlink_eff GB/s, is faster). Inside one node the two are the same."""
+    at 450 x nvlink_eff GB/s, is faster). Each pays one NVLink and one fabric step's latency:
+    every peer's share is posted at once. Inside one node the two are the same."""
     cfg = config("gpu=h100_sxm", "fabric=ib_ndr400")
     g, f, c = cfg.gpu, cfg.fabric, cfg.cluster
     nbytes = 100e6
     flat = float(K.all_to_all(8 * nbytes, 32.0, 1.0, g, f, c))
     two_hop = float(K.all_to_all_two_hop(nbytes, 8.0, 32.0, 1.0, g, f, c))
-    latency_flat = (7 * float(g.nvlink_latency_us) + 24 * 5.0) * 1e-6
-    latency_two_hop = (7 * float(g.nvlink_latency_us) + 3 * 5.0) * 1e-6
+    latency_flat = latency_two_hop = (float(g.nvlink_latency_us) + 5.0) * 1e-6
     assert flat == pytest.approx(latency_flat + 6 * nbytes / 47e9, rel=1e-12)
     assert two_hop == pytest.approx(latency_two_hop + 3 * (1 - 0.75 ** 8) * nbytes / 47e9, rel=1e-12)
     inside_flat = float(K.all_to_all(8 * nbytes, 8.0, 1.0, g, f, c))
     assert float(K.all_to_all_two_hop(nbytes, 8.0, 8.0, 1.0, g, f, c)) == pytest.approx(inside_flat, rel=1e-12)
+    assert inside_flat == pytest.approx(float(g.nvlink_latency_us) * 1e-6 + 8 * 7 / 8 * nbytes / (450e9 * float(g.nvlink_eff)),
+                                        rel=1e-12)

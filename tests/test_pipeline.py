@@ -22,6 +22,20 @@ def test_stage_layers_by_hand(layers, pp, vpp, middle, last):
     assert (float(got[0]), float(got[1])) == (middle, last)
 
 
+@pytest.mark.parametrize("pp, vpp, middle, last", [
+    (4, 1, 16, 13),   # embedding + 16 | 16 | 16 | 13 + MTP + loss
+    (8, 1, 8, 5),     # embedding + 8 | 6 x 8 | 5 + MTP + loss
+    (16, 1, 4, 1),    # embedding + 4 | 14 x 4 | 1 + MTP + loss
+    (4, 4, 16, 13),   # the 16 chunks of (16, 1), 4 per rank: the last rank holds 4 + 4 + 4 + 1
+    (8, 2, 8, 5),
+])
+def test_deepseek_v3_split_follows_nvidias_layouts(pp, vpp, middle, last):
+    """DeepSeek-V3 (61 layers, one MTP module) against the pipeline layouts of Megatron-Bridge's
+    DeepSeek-V3 recipes (recipes/deepseek/deepseek_v3.py, ``pipeline_model_parallel_layout``)."""
+    got = P.stage_layers(61.0, float(pp), float(vpp), 1.0)
+    assert (float(got[0]), float(got[1])) == (middle, last)
+
+
 @pytest.mark.parametrize("layers, pp, vpp, ok", [(126, 8, 8, True), (30, 4, 8, True), (30, 8, 4, True),
                                                  (30, 4, 9, False), (2, 4, 1, True), (2, 5, 1, False)])
 def test_every_virtual_stage_holds_a_unit(layers, pp, vpp, ok):

@@ -112,6 +112,13 @@ def all_gather(nbytes, size, stride, g: GPUSpec, f: FabricSpec, c: ClusterSpec):
     return latency + (size - 1.0) / size * nbytes / beta
 
 
+def one_step_latency(over_nvlink, over_fabric, g: GPUSpec, f: FabricSpec):
+    """Latency (s) of an all-to-all: every peer's share is posted at once (NCCL's grouped
+    send/receive, one DeepEP/HybridEP kernel), so it pays one step's alpha on each level it
+    crosses, not the n - 1 steps of a ring."""
+    return _US * (jnp.where(over_nvlink, g.nvlink_latency_us, 0.0) + jnp.where(over_fabric, f.latency_us, 0.0))
+
+
 def all_to_all(nbytes, size, stride, g: GPUSpec, f: FabricSpec, c: ClusterSpec):
     """All-to-all of ``nbytes`` per GPU: (n-1)/n of it leaves the GPU, the part bound for
     other domains over the fabric and the rest over NVLink, both at once."""
@@ -119,8 +126,7 @@ def all_to_all(nbytes, size, stride, g: GPUSpec, f: FabricSpec, c: ClusterSpec):
     n_local, _ = placement(size, stride, g.nvlink_domain)
     intra = (n_local - 1.0) / n * nbytes / nvlink_bw(g)
     inter = (n - n_local) / n * nbytes / scale_out_bw(size, stride, g, f, c)
-    latency = (n_local - 1.0) * g.nvlink_latency_us + (n - n_local) * f.latency_us
-    return latency * _US + jnp.maximum(intra, inter)
+    return one_step_latency(n_local > 1.0, n > n_local, g, f) + jnp.maximum(intra, inter)
 
 
 def all_to_all_two_hop(nbytes, top_k, size, stride, g: GPUSpec, f: FabricSpec, c: ClusterSpec):
@@ -138,8 +144,7 @@ def all_to_all_two_hop(nbytes, top_k, size, stride, g: GPUSpec, f: FabricSpec, c
     # NVLink: copies for the other GPUs of the own domain, and forwarding those that arrive.
     nvlink_copies = top_k * ((n_local - 1.0) / n + (n - n_local) / n * (n_local - 1.0) / n_local)
     intra = nvlink_copies * nbytes / nvlink_bw(g)
-    latency = (n_local - 1.0) * g.nvlink_latency_us + (n_dom - 1.0) * f.latency_us
-    return latency * _US + jnp.maximum(intra, inter)
+    return one_step_latency(n_local > 1.0, n_dom > 1.0, g, f) + jnp.maximum(intra, inter)
 
 
 def p2p(nbytes, crosses_domain, g: GPUSpec, f: FabricSpec, c: ClusterSpec):

@@ -162,7 +162,7 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
 
     # --- compute per micro-batch on the slowest stage: the last (logits, loss) or, split
     # unevenly, a middle one ---
-    layers_per_stage, layers_last = P.stage_layers(m.n_layers, lay.pp, lay.vpp)
+    layers_per_stage, layers_last = P.stage_layers(m.n_layers, lay.pp, lay.vpp, m.mtp_layers)
     # Multi-token-prediction modules (a layer and an output head each) sit on the last stage.
     t_comp_mb = jnp.maximum(C.microbatch_compute_time(m, g, t, lay.tp, lay.cp, layers_per_stage, 0.0, lay.ep, lay.etp),
                             C.microbatch_compute_time(m, g, t, lay.tp, lay.cp, layers_last + m.mtp_layers,

@@ -37,7 +37,7 @@ def local_params(m: ModelSpec, lay: Layout, t: Training):
     first (or last) stage also holds a V x h embedding; with pp == 1 the one stage holds all.
     DualPipe holds two stages per rank (``_schedules.parameter_copies``).
     """
-    layers, _ = P.stage_layers(m.n_layers, lay.pp, lay.vpp)
+    layers, _ = P.stage_layers(m.n_layers, lay.pp, lay.vpp, m.mtp_layers)
     # A dense model's MLP is dense: it shards and syncs with the rest over dp x cp.
     experts = C.routed_params_per_layer(m)
     dense_layer = C.layer_params(m) - experts
@@ -116,7 +116,7 @@ def memory(m: ModelSpec, lay: Layout, t: Training, dp, n_micro, gpus_per_node):
     optimizer = sharded(OPTIMIZER_BYTES, 1)
 
     per_layer, per_layer_full = activation_bytes_per_layer(m, lay, t)
-    layers, _ = P.stage_layers(m.n_layers, lay.pp, lay.vpp)
+    layers, _ = P.stage_layers(m.n_layers, lay.pp, lay.vpp, m.mtp_layers)
     in_flight = S.in_flight(lay.schedule, lay.pp, lay.vpp, n_micro)  # per schedule (_schedules)
     # Full recompute re-materialises one layer at a time during backward.
     working = jnp.where(t.recompute > 1, per_layer_full, 0.0)
