@@ -99,7 +99,8 @@ def test_calibration_lowers_error_on_published_runs(compose, problem):
 
 
 def test_shipped_catalogs_carry_the_calibration(compose):
-    """The record conf/calibration.yaml and the catalogs agree (4 significant digits)."""
+    """The record conf/calibration.yaml and the catalogs agree (4 significant digits), the
+    training presets' MoE launch floor included."""
     record = OmegaConf.load(calibrate.CALIBRATION_RECORD)
     for name, values in record.gpu.items():
         spec = load_option("gpu", name)
@@ -110,6 +111,7 @@ def test_shipped_catalogs_carry_the_calibration(compose):
         cfg = compose(f"training={preset}")
         for key, value in record.training.items():
             assert cfg.training[key] == pytest.approx(value, rel=1e-3), (preset, key)
+        assert cfg.training.moe_host_s == pytest.approx(record.moe_host.moe_host_s, rel=1e-3), preset
 
 
 def test_gpus_without_rows_are_their_specs_moved_once():

@@ -378,7 +378,7 @@ def test_moe_dispatch_and_overlap_as_the_notes_name_them(compose):
 MOE_FAMILIES = {"deepseek": "DeepSeek", "qwen3": "Qwen3", "mixtral": "Mixtral", "llama4": "Llama.?4"}
 # Shipped medians (2026-11-25, not fitted to MoE rows) + ~3 points: DeepSeek 25.1, Qwen3 15.4,
 # Mixtral 5.6, Llama 4 28.1 %. The targets (every family <= 12 %, all rows <= 8 %) are not met.
-MOE_BOUNDS = {"deepseek": 27.5, "qwen3": 18.5, "mixtral": 9.5, "llama4": 31.5}
+MOE_BOUNDS = {"deepseek": 27.5, "qwen3": 13.0, "mixtral": 9.5, "llama4": 31.5}
 
 
 @pytest.fixture(scope="module")
@@ -390,9 +390,8 @@ def predicted_moe(compose):
 
 def test_moe_rows_are_placed_and_guarded_per_family(predicted_moe):
     """67 of 68 rows placed (target 95 %): the one left names its EP group, larger than the 32
-    GPUs of a pipeline stage. Every family's median |error| within its guard; all rows 21.1 %
-    (p90 42.7 %; 18.9 % before the H100 HBM efficiency was fitted to torchtitan's rows on
-    their own 2.4 TB/s HBM2e), guarded at 23.5 %."""
+    GPUs of a pipeline stage. Every family's median |error| within its guard; all rows 16.0 %
+    (p90 36.1 %), guarded at 18.5 %."""
     df = predicted_moe
     unplaced = df[df.predicted_iter_time_s.isna()]
     assert len(df) == 68 and len(unplaced) == 1
@@ -401,7 +400,7 @@ def test_moe_rows_are_placed_and_guarded_per_family(predicted_moe):
         rows = df[df.model.str.contains(pattern, case=False, regex=True) & df.abs_pct_error.notna()]
         assert len(rows) >= 4, family
         assert rows.abs_pct_error.median() <= MOE_BOUNDS[family], (family, rows.abs_pct_error.median())
-    assert df.abs_pct_error.median() <= 23.5
+    assert df.abs_pct_error.median() <= 18.5
 
 
 def test_attention_spellings(compose):
@@ -439,3 +438,30 @@ def test_a_row_without_a_split_runs_at_its_fastest_split_that_fits(compose):
     assert best is not None
     assert (float(config.layout.tp), float(config.layout.pp)) == best[1:]
     assert float(jctopt.estimate(config).step_s) == pytest.approx(best[0], rel=1e-9)
+
+
+def test_graphed_moe_layers_launch_nothing(compose):
+    """A row whose notes name a full-iteration CUDA graph, or CUDA graphs over token-dropping
+    (static-shape) MoE layers, runs without the host's launch floor; any other row keeps the
+    preset's."""
+    moe = pd.read_csv(validation_file("runs_moe_dev.csv")).set_index("id")
+    base = compose("task=validate")
+    preset = base.training.moe_host_s
+    assert preset > 0
+
+    def host(row_id):
+        cfg, _ = validate.row_config(base, dict(moe.loc[row_id], id=row_id))
+        return cfg.training.moe_host_s
+
+    assert host("mb_2606_qwen3_30b_a3b_gb200_mxfp8_n8_gbs512") == 0.0  # cuda_graph=full_iteration
+    assert host("mb_2509_qwen3_30b_a3b_b200_fp8cs_n8_gbs512") == 0.0  # cuda_graphs=true, tokendrop
+    assert host("mb_2509_qwen3_30b_a3b_h100_sxm_fp8cs_n16_gbs512") == preset  # cuda_graphs=false
+    assert host("mb_2604_qwen3_30b_a3b_b200_mxfp8_n8_gbs512") == preset  # TE-scoped router graphs only
+
+
+def test_an_absurd_count_is_refused_by_name(compose):
+    """A count so large that the row's parameter and FLOP products leave the float range is
+    refused naming its column, not raised as an overflow."""
+    row = pd.read_csv(RUNS).iloc[0].to_dict()
+    with pytest.raises(validate.RowError, match=r"layers=4e\+299 is not allowed: an integer <= 1e\+15"):
+        validate.row_config(compose("task=validate"), dict(row, layers=4e299))

@@ -158,6 +158,7 @@ class TrainingConf:
     tp_async_backward: bool = True  # Megatron --async-tensor-model-parallel-allreduce (its default)
     bucket_mparams: float = 25.0
     metric_loss_passes: int = 0  # Composer/llm-foundry: 2 (LanguageCrossEntropy, LanguagePerplexity every micro-batch)
+    moe_host_s: float = 0.0  # host launch time per MoE layer and micro-batch (fwd + bwd), s; 0 under a full-iteration CUDA graph
     reserved_gb: float = 4.0
 
 
@@ -353,7 +354,7 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
         "gpu": ["peak_fp8_tflops", "peak_fp4_tflops", "price_per_gpu_hour", "fp8_matmul_eff", "nvls_eff"],
         "cluster": ["t_drain_s", "t_provision_s", "t_reinit_s", "jitter_cv", "serial_s_per_step",
                     "init_s", "energy_price_kwh"],
-        "training": ["reserved_gb", "metric_loss_passes"],
+        "training": ["reserved_gb", "metric_loss_passes", "moe_host_s"],
     }
     for group, keys in non_negative.items():
         for key in keys:

@@ -18,6 +18,7 @@ from jax.scipy.special import ndtri
 from . import _comm as K
 from . import _compute as C
 from . import _experts as E
+from . import _host as H
 from . import _memory as Mem
 from . import _pipeline as P
 from . import _power as Pw
@@ -53,6 +54,7 @@ class Estimate(NamedTuple):
     cp_comm_s: jax.Array
     ep_comm_s: jax.Array
     pp_comm_s: jax.Array
+    host_s: jax.Array  # launch-bound stages: the host's time beyond the GPU's (_host)
     dp_comm_s: jax.Array  # exposed (not hidden behind backward)
     zero3_comm_s: jax.Array  # exposed parameter gathers
     optimizer_s: jax.Array
@@ -95,7 +97,7 @@ class Estimate(NamedTuple):
 
 # The parts of Estimate.step_s (seconds). Their sum is the step time even where the
 # configuration is masked (e.g. out of memory), which validation needs.
-STEP_PARTS = ("compute_s", "bubble_s", "tp_comm_s", "cp_comm_s", "ep_comm_s", "pp_comm_s", "dp_comm_s",
+STEP_PARTS = ("compute_s", "bubble_s", "tp_comm_s", "cp_comm_s", "ep_comm_s", "pp_comm_s", "host_s", "dp_comm_s",
               "zero3_comm_s", "optimizer_s", "straggler_s", "serial_s")
 
 
@@ -233,7 +235,10 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     # DualPipe hides them behind the other direction's compute (_schedules).
     pp_mb = overlap(pp_raw, t_comp_mb, jnp.where(dualpipe, 1.0, jnp.where(lay.vpp > 1, mp_overlap, 0.0)))
 
-    t_mb = t_comp_mb + tp_mb + cp_mb + ep_mb + pp_mb
+    t_gpu_mb = t_comp_mb + tp_mb + cp_mb + ep_mb + pp_mb
+    # A stage cannot finish a micro-batch before the host has launched it (_host).
+    host_mb = jnp.maximum(H.launch_floor(m, t, layers_per_stage) - t_gpu_mb, 0.0)
+    t_mb = t_gpu_mb + host_mb
     # Bubble per schedule (_schedules): the zero-bubble ones fill it with the stage's weight-
     # gradient GEMMs (as many FLOPs as its forward GEMMs).
     bubble = S.bubble_time(lay.schedule, lay.pp, lay.vpp, t_mb, t_comp_mb,
@@ -348,7 +353,7 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     return Estimate(
         feasible=feasible, reason=reason.astype(jnp.int32), dp=dp_raw, n_micro=n_micro_raw,
         compute_s=n_micro * t_comp_mb, bubble_s=bubble, tp_comm_s=n_micro * tp_mb,
-        cp_comm_s=n_micro * cp_mb, ep_comm_s=n_micro * ep_mb, pp_comm_s=n_micro * pp_mb,
+        cp_comm_s=n_micro * cp_mb, ep_comm_s=n_micro * ep_mb, pp_comm_s=n_micro * pp_mb, host_s=n_micro * host_mb,
         dp_comm_s=dp_exposed, zero3_comm_s=z3_exposed, optimizer_s=optimizer,
         straggler_s=straggler, serial_s=c.serial_s_per_step, step_s=masked(step),
         dp_comm_raw_s=grad_sync,

@@ -131,6 +131,7 @@ class Training(NamedTuple):
     tp_async_backward: Array  # 1 = column-parallel backward collectives behind the weight-gradient GEMMs
     bucket_mparams: Array  # DDP bucket size, millions of parameters
     metric_loss_passes: Array  # extra no-grad cross-entropy passes over the logits per micro-batch (training metrics)
+    moe_host_s: Array  # host (CPU) time to launch one MoE layer's forward + backward per micro-batch, s (_host)
     reserved_gb: Array  # CUDA context, NCCL buffers, allocator fragmentation per GPU
 
 

@@ -11,11 +11,14 @@ known only from its specs). Writes, in the run directory, ``calibration.yaml``
 and ``calibrate.parquet`` (each row: measured, catalog, fitted and left-out predictions).
 GPU types without rows get their spec values moved by the fit's shared offsets, and by their
 die's deviations where another GPU type on the same die has rows (``_calibrate.transfer``).
+The host's launch time per MoE layer (``training.moe_host_s``) is then fitted to the MoE
+runs on a grid, with its leave-one-source-out and leave-one-family-out error (``_launch_fit``).
 ``calibrate.apply=true`` writes the values into the catalogs.
 """
 
 from __future__ import annotations
 
+import copy
 import datetime
 import hashlib
 import re
@@ -33,6 +36,7 @@ from .. import _uncertainty as U
 from .._config import ConfigError, catalog_names, load_option
 from .._resources import CALIBRATION_RECORD, CONF_DIR
 from .._types import stack
+from ._launch_fit import fit_moe_host
 from .validate import place_rows, read_runs, run_validate, runs_path
 
 TRAINING_PRESETS = ("megatron", "modern")
@@ -249,6 +253,14 @@ def apply(doc: dict) -> None:
     write_record(doc)
 
 
+def apply_moe_host(doc: dict) -> None:
+    """The fitted launch floor into every training preset (spec 0: no floor)."""
+    note = f"calibrated {doc['calibration']['date']} (conf/calibration.yaml, moe_host)"
+    for preset in TRAINING_PRESETS:
+        _set_values(CONF_DIR / "training" / f"{preset}.yaml", {"moe_host_s": doc["moe_host"]["moe_host_s"]}, note,
+                    {"moe_host_s": 0.0})
+
+
 def write_record(doc: dict) -> None:
     CALIBRATION_RECORD.write_text("# Written by `jctopt task=calibrate calibrate.apply=true`; the catalogs carry these "
                                   "values; `spec` holds the values every calibration starts from.\n"
@@ -268,8 +280,16 @@ def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
     doc = {"calibration": meta, **fitted, "model_error": model_error(records)}
     if cfg.calibrate.apply:
         apply(doc)
-    # The MoE runs under the catalogs now in force: the new ones when applied.
-    doc["model_error"]["moe"] = moe_error(cfg)
+    # The MoE runs under the training values just fitted and the GPU catalogs now in force
+    # (the new ones when applied): first the launch floor, then the error at it.
+    moe_cfg = copy.deepcopy(cfg)
+    for key, value in doc["training"].items():
+        moe_cfg.training[key] = value
+    doc["moe_host"] = fit_moe_host(moe_cfg, [runs_path(f) for f in MOE_RUNS])
+    moe_cfg.training.moe_host_s = doc["moe_host"]["moe_host_s"]
+    if cfg.calibrate.apply:
+        apply_moe_host(doc)
+    doc["model_error"]["moe"] = moe_error(moe_cfg)
     (run_dir / "calibration.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(doc)))
     records.to_parquet(run_dir / "calibrate.parquet", index=False)
     console.print(f"wrote {run_dir / 'calibration.yaml'}, calibrate.parquet")
@@ -279,4 +299,9 @@ def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
     m = {k: v["median"] for k, v in errors.items()}
     print(f"median_abs_pct_error catalog={m['catalog']:.2f} fitted={m['fitted']:.2f} "
           f"leave_one_source_out={m['loso']:.2f} leave_one_die_out={m['lodo']:.2f} n={len(records)}")
+    host = doc["moe_host"]
+    e = host["abs_pct_error"]
+    print(f"moe_host_s={host['moe_host_s']:g} MoE median_abs_pct_error without={e['without']:.2f} "
+          f"fitted={e['fitted']:.2f} leave_one_source_out={e['loso']:.2f} leave_one_family_out={e['lofo']:.2f} "
+          f"n={host['rows']}")
     return records

@@ -150,6 +150,11 @@ COUNTS_FROM_ZERO = {"zero_stage", "sp", "shared_experts", "dense_layers", "mtp_l
                     "qk_rope_head_dim"}
 
 
+# The largest count a row may state: above it, products of counts (parameters, FLOPs) leave
+# the float range; no layer count, width, batch or GPU count comes near it.
+MAX_COUNT = 1e15
+
+
 def _int(row, key, used: list[str], rule: int | None = None) -> int:
     """``row[key]`` as an integer; where blank, ``rule`` (this row's value of the documented
     rule in DEFAULTS[key]) or else the fixed default of DEFAULTS[key]."""
@@ -168,6 +173,8 @@ def _int(row, key, used: list[str], rule: int | None = None) -> int:
         raise RowError(f"{key}={v!r} is not a number") from None
     if not number.is_integer():
         raise RowError(f"{key}={v!r} is not an integer")
+    if number > MAX_COUNT:  # products of such counts overflow a float
+        raise RowError(f"{key}={v!r} is not allowed: an integer <= {MAX_COUNT:.0e}")
     if number < (0 if key in COUNTS_FROM_ZERO else 1):
         raise RowError(f"{key}={v!r} is not allowed: an integer >= {0 if key in COUNTS_FROM_ZERO else 1}")
     return int(number)
@@ -208,6 +215,17 @@ def _moe_dispatch(row, year: int) -> tuple[bool, bool, bool]:
         overlap, named = year >= 2025, False
     two_hop = bool(re.search(r"deepep|hybridep|node-limited routing", notes, re.IGNORECASE))
     return overlap, two_hop, named
+
+
+def _moe_layers_graphed(row) -> bool:
+    """Whether a CUDA graph replays the MoE layers without host launches (_host): a
+    full-iteration graph, or graphs over token-dropping layers, whose shapes are static (a
+    dropless layer's token counts change every step; Megatron-Bridge's CUDA-graph guide:
+    graphs need static shapes)."""
+    notes = str(row.get("notes", ""))
+    full = re.search(r"full_iteration", notes, re.IGNORECASE)
+    static = re.search(r"cuda_graphs?\W*true", notes, re.IGNORECASE) and re.search(r"token-?drop", notes, re.IGNORECASE)
+    return bool(full or static)
 
 
 def _schedule(row) -> str:
@@ -389,6 +407,8 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     tr.zero3_collectives_per_layer = 1 if year >= 2022 else 4 + int(cfg.model.glu)
     tr.dp_overlap = year >= 2023
     tr.ep_comm_overlap, tr.ep_two_hop, named = _moe_dispatch(row, year)
+    if _moe_layers_graphed(row):
+        tr.moe_host_s = 0.0
     if m.n_experts > 1 and not named:
         used.append("ep_comm_overlap")
     # llm-foundry's MPT runs under Composer, which updates its two train metrics (cross-entropy,
