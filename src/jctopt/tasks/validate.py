@@ -661,7 +661,10 @@ def report(df: pd.DataFrame, runs: Path) -> str:
               "gate), as DeepSpeed ZeRO-3 gathered each partitioned tensor on its own",
               "- Training metrics recomputed from the logits every micro-batch (`metric_loss_passes`): 2 for "
               "llm-foundry sources (Composer updates MPT's train cross-entropy and perplexity after each "
-              "micro-batch's backward), 0 otherwise"]
+              "micro-batch's backward), 0 otherwise",
+              "- Host launch time per MoE layer (`moe_host_s`): the training preset's, 0 where the notes name a "
+              "full-iteration CUDA graph (`full_iteration`) or CUDA graphs over token-dropping layers (static "
+              "shapes)"]
     return "\n".join(lines) + "\n"
 
 
