@@ -465,3 +465,19 @@ def test_an_absurd_count_is_refused_by_name(compose):
     row = pd.read_csv(RUNS).iloc[0].to_dict()
     with pytest.raises(validate.RowError, match=r"layers=4e\+299 is not allowed: an integer <= 1e\+15"):
         validate.row_config(compose("task=validate"), dict(row, layers=4e299))
+
+
+def test_case_of_gpu_and_fabric_keys_and_mla_variants(compose):
+    """Sources print "GB200" and "IB_NDR400x8": keys are read in any case. MLA with DeepSeek-
+    V3.2's sparse attention ("MLA+DSA") is placed with MLA's shapes, its ranks as stated."""
+    moe = pd.read_csv(validation_file("runs_moe_dev.csv")).set_index("id")
+    row_id = "mb_2606_deepseek_v3_gb200_mxfp8_n256_gbs4096"
+    row = dict(moe.loc[row_id], id=row_id)
+    base = compose("task=validate")
+    plain, _ = validate.row_config(base, row)
+    shouted, _ = validate.row_config(base, dict(row, gpu="GB200", attention="MLA+DSA"))
+    assert shouted.gpu.name == plain.gpu.name == "gb200"
+    assert shouted.model.kv_lora_rank == plain.model.kv_lora_rank == 512
+    assert shouted.model.head_dim == plain.model.head_dim == 192
+    fabric, _ = validate.row_config(base, dict(row, inter_node="IB_NDR400x8", gpus_per_node=8, gpu="b200"))
+    assert fabric.fabric.name == "ib_ndr400" and fabric.cluster.nics_per_node == 8

@@ -282,8 +282,9 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     """The Hydra config of one CSV row, and the defaults it needed."""
     used: list[str] = []
     cfg = copy.deepcopy(base)
-    gpu = GPU_ALIASES.get(str(row["gpu"]), str(row["gpu"]))
-    if str(row["gpu"]) in GPU_ALIASES:
+    key = str(row["gpu"]).strip().lower()  # catalog keys are lower case; sources print "GB200"
+    gpu = GPU_ALIASES.get(key, key)
+    if key in GPU_ALIASES:
         used.append("gpu")
     try:
         cfg.gpu = load_option("gpu", gpu)
@@ -291,7 +292,7 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
         raise RowError(f"gpu={row['gpu']!r} is not in the catalog (conf/gpu)") from None
     precision = row_precision(row["precision"])
     # A blank cell (read as NaN) is "unknown": the GPU's reference fabric.
-    inter = "unknown" if _blank(row.get("inter_node")) else str(row["inter_node"])
+    inter = "unknown" if _blank(row.get("inter_node")) else str(row["inter_node"]).strip().lower()
     gpn = _int(row, "gpus_per_node", used, rule=int(cfg.gpu.nvlink_domain))
     if inter in FABRICS:
         fabric, gbit, nics = FABRICS[inter]
@@ -447,6 +448,10 @@ def _moe_columns(m: DictConfig, row: dict, used: list[str]) -> None:
     # Multi-head and multi-query attention are GQA with kv_heads = heads or 1 (the kv_heads
     # column says which); a sliding window or attention sinks ("gqa+swa") keep GQA's shapes.
     attention = re.sub(r"^(mha|mqa|gqa)\b.*", "gqa", attention)
+    # MLA with DeepSeek-V3.2's sparse attention ("mla+dsa") is placed with MLA's shapes: up to
+    # 2048 tokens every query attends to every earlier key as in MLA; the 2048-key cap beyond
+    # and the lightning indexer's cost (DeepSeek-V3.2-Exp report) are not priced.
+    attention = re.sub(r"^mla\b.*", "mla", attention)
     if attention not in ("gqa", "mla"):
         raise RowError(f"attention={row.get('attention')!r} is not modelled (gqa, mha, mqa, mla)")
     if not _blank(row.get("qk_head_dim")):
