@@ -31,7 +31,7 @@ def family_of(model) -> str:
 def predictions(cfg: DictConfig, runs: list[Path]) -> pd.DataFrame:
     """validate's predictions of the runs at every grid value (rows with a prediction and a
     measured step time), with each row's source and model family."""
-    models = pd.concat([read_runs(r) for r in runs]).set_index("id")["model"] if runs else pd.Series()
+    models = pd.concat([read_runs(r) for r in runs]).set_index("id")["model"]
     frames = []
     for value in GRID_S:
         at = copy.deepcopy(cfg)
