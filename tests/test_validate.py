@@ -356,7 +356,8 @@ def test_expert_tensor_parallelism_and_folding(compose):
 
 def test_moe_dispatch_and_overlap_as_the_notes_name_them(compose):
     """The recipe's a2a_overlap flag wins; DualPipe overlaps; 'overlap paths disabled' does not;
-    unnamed, overlap is on from 2025 and the row says it used that default. DeepEP, HybridEP
+    unnamed, overlap is on from 2025 in a Megatron-Core stack (NeMo here) and the row says it
+    used that default; AutoModel and torchtitan, which lack the option, stay off. DeepEP, HybridEP
     and node-limited routing dispatch in two hops; the all-to-all dispatcher, or none named,
     flat."""
     moe = pd.read_csv(validation_file("runs_moe_dev.csv"))
@@ -373,12 +374,15 @@ def test_moe_dispatch_and_overlap_as_the_notes_name_them(compose):
         assert ("ep_comm_overlap" in used) == defaulted, notes
     cfg, _ = validate.row_config(base, dict(row, notes="", source="A 2024 page", container_or_version=""))
     assert not cfg.training.ep_comm_overlap
+    for source in ("NVIDIA-NeMo/Automodel docs/performance-summary.mdx (2025-10)", "pytorch/torchtitan mxfp8.md (2025-12)"):
+        cfg, used = validate.row_config(base, dict(row, notes="", source=source, container_or_version=""))
+        assert not cfg.training.ep_comm_overlap and "ep_comm_overlap" in used, source
 
 
 MOE_FAMILIES = {"deepseek": "DeepSeek", "qwen3": "Qwen3", "mixtral": "Mixtral", "llama4": "Llama.?4"}
-# Shipped medians (2026-11-25, not fitted to MoE rows) + ~3 points: DeepSeek 25.1, Qwen3 15.4,
-# Mixtral 5.6, Llama 4 28.1 %. The targets (every family <= 12 %, all rows <= 8 %) are not met.
-MOE_BOUNDS = {"deepseek": 27.5, "qwen3": 13.0, "mixtral": 9.5, "llama4": 31.5}
+# Shipped medians (2026-11-25; only the launch floor is fitted to MoE rows) + ~2 points:
+# DeepSeek 25.5, Qwen3 10.0, Mixtral 5.6, Llama 4 27.3 %. The targets (every family <= 12 %, all rows <= 8 %) are not met.
+MOE_BOUNDS = {"deepseek": 27.5, "qwen3": 12.0, "mixtral": 9.5, "llama4": 29.5}
 
 
 @pytest.fixture(scope="module")
@@ -390,8 +394,8 @@ def predicted_moe(compose):
 
 def test_moe_rows_are_placed_and_guarded_per_family(predicted_moe):
     """67 of 68 rows placed (target 95 %): the one left names its EP group, larger than the 32
-    GPUs of a pipeline stage. Every family's median |error| within its guard; all rows 16.0 %
-    (p90 36.1 %), guarded at 18.5 %."""
+    GPUs of a pipeline stage. Every family's median |error| within its guard; all rows 15.2 %
+    (p90 33.9 %), guarded at 17.5 %."""
     df = predicted_moe
     unplaced = df[df.predicted_iter_time_s.isna()]
     assert len(df) == 68 and len(unplaced) == 1
@@ -400,7 +404,7 @@ def test_moe_rows_are_placed_and_guarded_per_family(predicted_moe):
         rows = df[df.model.str.contains(pattern, case=False, regex=True) & df.abs_pct_error.notna()]
         assert len(rows) >= 4, family
         assert rows.abs_pct_error.median() <= MOE_BOUNDS[family], (family, rows.abs_pct_error.median())
-    assert df.abs_pct_error.median() <= 18.5
+    assert df.abs_pct_error.median() <= 17.5
 
 
 def test_attention_spellings(compose):

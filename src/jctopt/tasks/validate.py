@@ -64,8 +64,10 @@ DEFAULTS = {
            "(Korthikanti et al. 2022 introduced it); off before 2022 and at tp = 1"),
     "cp": (1, "no context parallelism unless stated"),
     "ep": (1, "dense model"),
-    "ep_comm_overlap": ("on from 2025", "MoE all-to-alls behind another micro-batch's compute where the notes name "
-                        "neither a2a_overlap nor DualPipe: Megatron-Core's --overlap-moe-expert-parallel-comm (2025)"),
+    "ep_comm_overlap": ("on from 2025 in Megatron-Core stacks", "MoE all-to-alls behind another micro-batch's "
+                        "compute where the notes name neither a2a_overlap nor DualPipe: Megatron-Core's "
+                        "--overlap-moe-expert-parallel-comm (2025), in NeMo, Megatron-LM and Megatron-Bridge rows; "
+                        "off in AutoModel and torchtitan rows, which lack it"),
     "ep_two_hop": ("flat all-to-all", "two-hop dispatch (one fabric crossing per remote NVLink domain) only where the "
                    "notes name DeepEP, HybridEP or node-limited routing"),
     "gpus_per_node": ("the GPU's NVLink domain", "8 on HGX/DGX nodes, 72 on GB200/GB300 NVL72 racks (conf/gpu)"),
@@ -199,7 +201,8 @@ def _moe_dispatch(row, year: int) -> tuple[bool, bool, bool]:
     """(all-to-all overlapped, two-hop dispatch, overlap named) as the row's notes name them. Overlap: the
     recipe's ``a2a_overlap`` / ``moe_a2a_overlap`` flag (Megatron-Core's
     --overlap-moe-expert-parallel-comm), DualPipe (DeepSeek-V3 report Sec. 3.2.1), or overlap
-    stated disabled; where none is named, on from 2025 (the Megatron-Core option's year).
+    stated disabled; where none is named, on from 2025 (the option's year) in Megatron-Core stacks
+    (NeMo, Megatron-LM, Megatron-Bridge), off in others, which lack it (AutoModel, torchtitan).
     Two-hop: DeepEP or HybridEP (Megatron's flex dispatcher backends) or DeepSeek's
     node-limited routing; where none is named, the flat all-to-all dispatcher."""
     notes = str(row.get("notes", ""))
@@ -211,8 +214,9 @@ def _moe_dispatch(row, year: int) -> tuple[bool, bool, bool]:
         overlap = True
     elif re.search(r"overlap paths disabled", notes, re.IGNORECASE):
         overlap = False
-    else:
-        overlap, named = year >= 2025, False
+    else:  # Megatron-Core's option: other stacks (AutoModel, torchtitan) do not have it
+        overlap, named = year >= 2025 and bool(MEGATRON_CORE_STACKS.search(_stack_text(row))) \
+            and not re.search(r"automodel", _stack_text(row), re.IGNORECASE), False
     two_hop = bool(re.search(r"deepep|hybridep|node-limited routing", notes, re.IGNORECASE))
     return overlap, two_hop, named
 
@@ -419,6 +423,7 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
 
 
 # Sources whose software is Megatron-Core / NeMo / Transformer Engine, or NVIDIA's JAX recipes.
+MEGATRON_CORE_STACKS = re.compile(r"nemo|megatron", re.IGNORECASE)
 FUSED_ATTENTION_STACKS = re.compile(r"nemo|megatron|nemotron|dgxc|maxtext|automodel", re.IGNORECASE)
 
 
