@@ -137,7 +137,7 @@ def test_shipped_intervals_cover_runs_of_sources_they_were_not_taken_from():
 
 def test_moe_models_carry_the_moe_runs_error():
     """A mixture-of-experts model's interval comes from the MoE runs' error (basis ``moe``,
-    stored by calibrate from predictions no fit saw), whatever the GPU; a dense model's from its
+    stored by calibrate from predictions no efficiency fit saw), whatever the GPU; a dense model's from its
     GPU's basis. At job.confidence 0.8 the step interval is step x exp(q10, q90) of that basis,
     and the MoE basis covers each source's runs from the others' within 5 points
     (shipped 2026-11-25: 51.6 / 77.0 / 87.3 % at 50 / 80 / 90 %)."""

@@ -3,7 +3,7 @@
 The model error a row gets depends on what its prediction rests on: ``rows`` where the GPU
 type's values were fitted to its own measured runs, ``specs`` otherwise (the calibration
 record's ``gpu.<name>.from``), and ``moe`` for any mixture-of-experts model: the error on the
-MoE runs, which no fit sees (``calibrate.moe_error``).
+MoE runs, to which no efficiency is fitted (only the launch floor; ``calibrate.moe_error``).
 """
 
 from __future__ import annotations

@@ -205,8 +205,8 @@ MOE_RUNS = ("runs_moe_dev.csv",)
 
 def moe_error(cfg: DictConfig) -> dict:
     """The model's step-time error for mixture-of-experts models: validate's predictions of the
-    MoE runs, which no fit sees (they are not calibration runs), with the catalogs as they
-    stand when it runs; quantiles at ``_uncertainty.LEVELS`` with every source weighing the
+    MoE runs, to which no efficiency is fitted (they are not calibration runs; only the launch
+    floor ``moe_host_s`` is, by ``_launch_fit``), with the catalogs as they stand when it runs; quantiles at ``_uncertainty.LEVELS`` with every source weighing the
     same, and their coverage of each source from the others' (``held_out_coverage``)."""
     df = pd.concat([run_validate(cfg, runs_path(f)) for f in MOE_RUNS], ignore_index=True)
     df = df[(df.predicted_iter_time_s > 0) & (df.measured_iter_time_s > 0)]
@@ -214,7 +214,7 @@ def moe_error(cfg: DictConfig) -> dict:
     sources = df.source.to_numpy()
     weight = 1.0 / df.source.map(df.source.value_counts()).to_numpy(float)
     return {"log_quantiles": U.quantiles_of(ratio, weight), "rows": int(len(df)),
-            "from": f"{', '.join(MOE_RUNS)}: MoE runs, not fitted",
+            "from": f"{', '.join(MOE_RUNS)}: MoE runs, no efficiency fitted to them (only moe_host_s)",
             "coverage_loso": held_out_coverage(ratio, weight, sources)}
 
 
