@@ -206,8 +206,9 @@ MOE_RUNS = ("runs_moe_dev.csv",)
 def moe_error(cfg: DictConfig) -> dict:
     """The model's step-time error for mixture-of-experts models: validate's predictions of the
     MoE runs, to which no efficiency is fitted (they are not calibration runs; only the launch
-    floor ``moe_host_s`` is, by ``_launch_fit``), with the catalogs as they stand when it runs; quantiles at ``_uncertainty.LEVELS`` with every source weighing the
-    same, and their coverage of each source from the others' (``held_out_coverage``)."""
+    floor ``moe_host_s`` is, by ``_launch_fit``), with the catalogs as they stand when it runs;
+    quantiles at ``_uncertainty.LEVELS`` with every source weighing the same, and their coverage
+    of each source from the others' (``held_out_coverage``)."""
     df = pd.concat([run_validate(cfg, runs_path(f)) for f in MOE_RUNS], ignore_index=True)
     df = df[(df.predicted_iter_time_s > 0) & (df.measured_iter_time_s > 0)]
     ratio = np.log(df.measured_iter_time_s.to_numpy(float) / df.predicted_iter_time_s.to_numpy(float))

@@ -215,8 +215,7 @@ def _moe_dispatch(row, year: int) -> tuple[bool, bool, bool]:
     elif re.search(r"overlap paths disabled", notes, re.IGNORECASE):
         overlap = False
     else:  # Megatron-Core's option: other stacks (AutoModel, torchtitan) do not have it
-        overlap, named = year >= 2025 and bool(MEGATRON_CORE_STACKS.search(_stack_text(row))) \
-            and not re.search(r"automodel", _stack_text(row), re.IGNORECASE), False
+        overlap, named = year >= 2025 and _megatron_core_stack(row), False
     two_hop = bool(re.search(r"deepep|hybridep|node-limited routing", notes, re.IGNORECASE))
     return overlap, two_hop, named
 
@@ -423,8 +422,14 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
 
 
 # Sources whose software is Megatron-Core / NeMo / Transformer Engine, or NVIDIA's JAX recipes.
-MEGATRON_CORE_STACKS = re.compile(r"nemo|megatron", re.IGNORECASE)
 FUSED_ATTENTION_STACKS = re.compile(r"nemo|megatron|nemotron|dgxc|maxtext|automodel", re.IGNORECASE)
+
+
+def _megatron_core_stack(row: dict) -> bool:
+    """Whether the row ran Megatron-Core (NeMo, Megatron-LM, Megatron-Bridge); NeMo AutoModel,
+    NeMo by name, is PyTorch-native."""
+    text = _stack_text(row)
+    return bool(re.search(r"nemo|megatron", text, re.IGNORECASE)) and not re.search(r"automodel", text, re.IGNORECASE)
 
 
 def _stack_text(row: dict) -> str:
