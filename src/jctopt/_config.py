@@ -84,6 +84,10 @@ class GPUConf:
     nvlink_latency_us: float = MISSING
     ll_latency_us: float = MISSING
     mtbf_gpu_h: float = MISSING
+    # The GPU's link to host memory, for activation offloading (_offload): GB/s per direction
+    # (PCIe on HGX boards, NVLink-C2C on Grace superchips) and the host memory per GPU, GB.
+    host_link_gbps: float = MISSING
+    host_mem_gb: float = MISSING
 
 
 @dataclass
@@ -159,6 +163,9 @@ class TrainingConf:
     bucket_mparams: float = 25.0
     metric_loss_passes: int = 0  # Composer/llm-foundry: 2 (LanguageCrossEntropy, LanguagePerplexity every micro-batch)
     moe_host_s: float = 0.0  # host launch time per MoE layer and micro-batch (fwd + bwd), s; 0 under a full-iteration CUDA graph
+    # Layers per pipeline stage whose stored activations are offloaded to host memory (Megatron-Core
+    # --cpu-offloading-num-layers, _offload); 0 = none
+    offload_layers: int = 0
     reserved_gb: float = 4.0
 
 
@@ -336,7 +343,8 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
     positive = {
         "model": ["n_layers", "hidden", "ffn_hidden", "n_heads", "vocab", "seq_len", "n_experts", "top_k"],
         "gpu": ["peak_bf16_tflops", "hbm_gb", "hbm_tbps", "nvlink_gbps", "nvlink_domain", "tdp_w",
-                "matmul_eff", "matmul_half_dim", "attn_eff", "fused_attn_speedup", "mem_eff", "nvlink_eff", "nvlink_latency_us", "ll_latency_us", "mtbf_gpu_h"],
+                "matmul_eff", "matmul_half_dim", "attn_eff", "fused_attn_speedup", "mem_eff", "nvlink_eff", "nvlink_latency_us", "ll_latency_us", "mtbf_gpu_h",
+                "host_link_gbps"],
         "fabric": ["nic_gbit", "nic_eff", "latency_us", "host_copy_gbps", "mtbf_nic_h", "mtbf_switch_h"],
         "cluster": ["gpus_per_node", "nics_per_node", "switch_radix", "mtbf_node_h",
                     "storage_write_gbps", "storage_read_gbps", "staging_gbps", "power_frac", "pue"],
@@ -351,10 +359,11 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 _fail(f"{group}.{key}", value, "a finite number > 0")
     non_negative = {
-        "gpu": ["peak_fp8_tflops", "peak_fp4_tflops", "price_per_gpu_hour", "fp8_matmul_eff", "nvls_eff"],
+        "gpu": ["peak_fp8_tflops", "peak_fp4_tflops", "price_per_gpu_hour", "fp8_matmul_eff", "nvls_eff",
+                "host_mem_gb"],
         "cluster": ["t_drain_s", "t_provision_s", "t_reinit_s", "jitter_cv", "serial_s_per_step",
                     "init_s", "energy_price_kwh"],
-        "training": ["reserved_gb", "metric_loss_passes", "moe_host_s"],
+        "training": ["reserved_gb", "metric_loss_passes", "moe_host_s", "offload_layers"],
     }
     for group, keys in non_negative.items():
         for key in keys:

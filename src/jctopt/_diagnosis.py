@@ -12,6 +12,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import _compute as C
+from . import _pipeline as P
 from ._jct import Estimate, Reason, estimate_batch
 from ._schedules import ONE_F_ONE_B, ZB_H1
 from ._types import Config
@@ -26,6 +28,7 @@ OVERHEADS = {
     "ep_comm_s": "EP all-to-all",
     "pp_comm_s": "PP send/recv",
     "host_s": "host launch time (launch-bound MoE layers)",
+    "offload_s": "activation offload copies (exposed)",
     "dp_comm_s": "DP gradient sync (exposed)",
     "zero3_comm_s": "ZeRO-3 parameter gathers (exposed)",
     "straggler_s": "stragglers",
@@ -60,6 +63,10 @@ CHANGES = [
            lambda c: c.layout.pp > 1 and c.layout.vpp == 1 and c.layout.schedule == ONE_F_ONE_B),
     Change("selective instead of full activation recompute",
            lambda c: _tr(c, recompute=jnp.asarray(1.0)), lambda c: c.train.recompute >= 2),
+    Change("offloading the recomputed layers' activations to host memory instead (training.offload_layers)",
+           lambda c: _tr(c, recompute=jnp.asarray(0.0), offload_layers=C.full_recompute_share(c.train)
+                         * P.stage_layers(c.model.n_layers, c.layout.pp, c.layout.vpp, c.model.mtp_layers)[0]),
+           lambda c: c.train.recompute > 1),
     Change("micro-batch x2", lambda c: _tr(c, micro_batch=c.train.micro_batch * 2), lambda c: True),
     Change("fp8 GEMMs", lambda c: _tr(c, low_precision=jnp.asarray(1.0)),
            lambda c: c.train.low_precision < 1 and c.gpu.peak_fp8_tflops > 0),
@@ -97,7 +104,8 @@ def diagnose(cfg: Config, est: Estimate) -> str:
         reason = Reason(int(e["reason"]))
         if reason == Reason.MEMORY:
             return (f"does not fit: {e['mem_total'] / 1e9:.1f} GB needed per GPU, "
-                    f"{e['mem_capacity'] / 1e9:.0f} GB available; raise tp/pp, ZeRO stage or recompute.")
+                    f"{e['mem_capacity'] / 1e9:.0f} GB available; raise tp/pp, ZeRO stage, recompute or "
+                    "activation offloading.")
         return f"infeasible: {reason.name.lower().replace('_', ' ')}."
     step = e["step_s"]
     name, worst = max(((OVERHEADS[k], e[k]) for k in OVERHEADS), key=lambda kv: kv[1])

@@ -20,6 +20,7 @@ from . import _compute as C
 from . import _experts as E
 from . import _host as H
 from . import _memory as Mem
+from . import _offload as O
 from . import _pipeline as P
 from . import _power as Pw
 from . import _reliability as R
@@ -55,6 +56,7 @@ class Estimate(NamedTuple):
     ep_comm_s: jax.Array
     pp_comm_s: jax.Array
     host_s: jax.Array  # launch-bound stages: the host's time beyond the GPU's (_host)
+    offload_s: jax.Array  # activation copies to and from host memory not hidden by compute (_offload)
     dp_comm_s: jax.Array  # exposed (not hidden behind backward)
     zero3_comm_s: jax.Array  # exposed parameter gathers
     optimizer_s: jax.Array
@@ -69,6 +71,7 @@ class Estimate(NamedTuple):
     mem_activations: jax.Array
     mem_total: jax.Array
     mem_capacity: jax.Array
+    mem_host: jax.Array  # offloaded activations in host memory (_offload)
     # whole job
     params: jax.Array
     model_flops_per_step: jax.Array
@@ -97,7 +100,8 @@ class Estimate(NamedTuple):
 
 # The parts of Estimate.step_s (seconds). Their sum is the step time even where the
 # configuration is masked (e.g. out of memory), which validation needs.
-STEP_PARTS = ("compute_s", "bubble_s", "tp_comm_s", "cp_comm_s", "ep_comm_s", "pp_comm_s", "host_s", "dp_comm_s",
+STEP_PARTS = ("compute_s", "bubble_s", "tp_comm_s", "cp_comm_s", "ep_comm_s", "pp_comm_s", "host_s", "offload_s",
+              "dp_comm_s",
               "zero3_comm_s", "optimizer_s", "straggler_s", "serial_s")
 
 
@@ -235,7 +239,12 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     # DualPipe hides them behind the other direction's compute (_schedules).
     pp_mb = overlap(pp_raw, t_comp_mb, jnp.where(dualpipe, 1.0, jnp.where(lay.vpp > 1, mp_overlap, 0.0)))
 
-    t_gpu_mb = t_comp_mb + tp_mb + cp_mb + ep_mb + pp_mb
+    # Offloaded activations go to host memory during the forward pass and come back for the
+    # backward pass (_offload): the copies of one micro-batch's stored activations.
+    stored_per_layer, _ = Mem.activation_bytes_per_layer(m, lay, t)
+    offload_bytes = O.offloaded_share(t, layers_per_stage) * layers_per_stage * stored_per_layer
+    offload_mb = O.exposed_time(offload_bytes, t_comp_mb, g)
+    t_gpu_mb = t_comp_mb + tp_mb + cp_mb + ep_mb + pp_mb + offload_mb
     # A stage cannot finish a micro-batch before the host has launched it (_host).
     host_mb = jnp.maximum(H.launch_floor(m, t, layers_per_stage) - t_gpu_mb, 0.0)
     t_mb = t_gpu_mb + host_mb
@@ -332,7 +341,7 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     wall, progress_ok = R.expected_wall_time(solve, tau, delta, restart, mtbf)
     jct = wall + c.init_s
 
-    mem_ok = mem.total <= 1e9 * g.hbm_gb
+    mem_ok = (mem.total <= 1e9 * g.hbm_gb) & (mem.host <= 1e9 * g.host_mem_gb)
     reason = jnp.where(~layout_ok, Reason.LAYOUT,
                        jnp.where(~precision_ok, Reason.PRECISION_UNSUPPORTED,
                                  jnp.where(~mem_ok, Reason.MEMORY,
@@ -354,11 +363,13 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
         feasible=feasible, reason=reason.astype(jnp.int32), dp=dp_raw, n_micro=n_micro_raw,
         compute_s=n_micro * t_comp_mb, bubble_s=bubble, tp_comm_s=n_micro * tp_mb,
         cp_comm_s=n_micro * cp_mb, ep_comm_s=n_micro * ep_mb, pp_comm_s=n_micro * pp_mb, host_s=n_micro * host_mb,
+        offload_s=n_micro * offload_mb,
         dp_comm_s=dp_exposed, zero3_comm_s=z3_exposed, optimizer_s=optimizer,
         straggler_s=straggler, serial_s=c.serial_s_per_step, step_s=masked(step),
         dp_comm_raw_s=grad_sync,
         mem_weights=mem.weights, mem_grads=mem.grads, mem_optimizer=mem.optimizer,
         mem_activations=mem.activations, mem_total=mem.total, mem_capacity=1e9 * g.hbm_gb,
+        mem_host=mem.host,
         params=params, model_flops_per_step=model_flops,
         hardware_flops_per_step=C.hardware_flops_per_step(m, t), steps=steps,
         theoretical_s=theoretical, train_s=masked(train), ckpt_write_s=delta, ckpt_interval_s=tau,

@@ -7,6 +7,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from . import _compute as C
+from . import _offload as O
 from . import _pipeline as P
 from . import _schedules as S
 from ._types import Layout, ModelSpec, Training
@@ -20,9 +21,10 @@ class Memory(NamedTuple):
     weights: object  # bytes per GPU
     grads: object
     optimizer: object
-    activations: object
+    activations: object  # in HBM
     zero3_buffer: object
     total: object
+    host: object  # offloaded activations in host memory (_offload)
     dense_params: object  # parameters this GPU holds before ZeRO sharding: dense part
     expert_params: object  # ... and MoE experts (sharded over a smaller data-parallel group)
     shard_dense: object  # ranks sharding the dense ZeRO state (see shard_groups)
@@ -98,8 +100,8 @@ def shard_groups(lay: Layout, t: Training, dp, gpus_per_node):
 def memory(m: ModelSpec, lay: Layout, t: Training, dp, n_micro, gpus_per_node):
     """Bytes per GPU: weights, grads, optimizer state (ZeRO 1/2/3 sharded over
     ``shard_groups``), activations of the micro-batches in flight on the busiest stage
-    (``_schedules.in_flight``),
-    and the ZeRO-3 gather buffer."""
+    (``_schedules.in_flight``) less those of the offloaded layers (``_offload``), which sit in
+    host memory (``host``) while one layer's copy is in flight, and the ZeRO-3 gather buffer."""
     dense, expert = local_params(m, lay, t)
     shard_dense, shard_expert = shard_groups(lay, t, dp, gpus_per_node)
 
@@ -121,10 +123,13 @@ def memory(m: ModelSpec, lay: Layout, t: Training, dp, n_micro, gpus_per_node):
     # Full recompute re-materialises one layer at a time during backward.
     working = jnp.where(t.recompute > 1, per_layer_full, 0.0)
     logits = 4.0 * t.seq_len * t.micro_batch * m.vocab / (lay.tp * lay.cp)  # fp32 logits
-    activations = in_flight * layers * per_layer + working + logits
+    offloaded = O.offloaded_share(t, layers)
+    host = in_flight * layers * offloaded * per_layer
+    in_transit = jnp.where(offloaded > 0, per_layer, 0.0)
+    activations = in_flight * layers * per_layer - host + in_transit + working + logits
 
     layer_weights = C.layer_params(m) / lay.tp
     zero3_buffer = jnp.where((t.zero_stage >= 3) & ~gathered, 2.0 * WEIGHT_BYTES * layer_weights, 0.0)
     total = weights + grads + optimizer + activations + zero3_buffer + 1e9 * t.reserved_gb
-    return Memory(weights, grads, optimizer, activations, zero3_buffer, total, dense, expert,
+    return Memory(weights, grads, optimizer, activations, zero3_buffer, total, host, dense, expert,
                   shard_dense, shard_expert)

@@ -62,6 +62,8 @@ class GPUSpec(NamedTuple):
     nvlink_latency_us: Array  # alpha per ring step inside the domain (Simple protocol)
     ll_latency_us: Array  # alpha per ring step with NCCL's low-latency (LL) protocol
     mtbf_gpu_h: Array
+    host_link_gbps: Array  # GB/s per direction to host memory (PCIe, NVLink-C2C), for activation offloading
+    host_mem_gb: Array  # host memory per GPU available to offloaded activations
 
 
 class FabricSpec(NamedTuple):
@@ -132,6 +134,7 @@ class Training(NamedTuple):
     bucket_mparams: Array  # DDP bucket size, millions of parameters
     metric_loss_passes: Array  # extra no-grad cross-entropy passes over the logits per micro-batch (training metrics)
     moe_host_s: Array  # host (CPU) time to launch one MoE layer's forward + backward per micro-batch, s (_host)
+    offload_layers: Array  # layers per stage whose stored activations sit in host memory (_offload)
     reserved_gb: Array  # CUDA context, NCCL buffers, allocator fragmentation per GPU
 
 

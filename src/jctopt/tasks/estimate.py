@@ -24,6 +24,7 @@ STEP_ROWS = [
     ("ep_comm_s", "EP all-to-all"),
     ("pp_comm_s", "PP send/recv"),
     ("host_s", "host launch time beyond the GPU's (launch-bound MoE layers)"),
+    ("offload_s", "activation offload copies to/from host memory (exposed)"),
     ("dp_comm_s", "DP gradient sync (exposed after overlap)"),
     ("zero3_comm_s", "ZeRO-3 parameter gathers (exposed)"),
     ("optimizer_s", "optimizer step (HBM bound)"),

@@ -84,6 +84,10 @@ DEFAULTS = {
     "recompute": ("the least that fits", "none, else selective, else whole-layer recompute of the fewest layers "
                   "per stage (Megatron's block method), up to full: the first the memory model says fits (the run "
                   "was measured, so it fit)"),
+    "offload_layers": ("0; on Megatron-Core stacks from 2025 with recompute blank, the fewest layers that fit if faster",
+                       "where recompute is blank and the run needs some to fit, NeMo's and Megatron-Bridge's 2025-2026 "
+                       "recipes may offload activations to host memory instead (Megatron-Core --cpu-offloading; GB200 "
+                       "and GB300 Llama 3 70B/405B recipes): the model takes whichever of the two it finds faster"),
     "zero_stage": ("1 from 2023, else 0", "the distributed optimizer is the Megatron-Core/NeMo default from 2023 on; "
                    "no optimizer sharding before"),
     "hybrid_shard": ("hybrid from 2024, else full", "ZeRO-3 rows whose notes name neither FULL_SHARD nor "
@@ -413,6 +417,7 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     tr.ep_comm_overlap, tr.ep_two_hop, named = _moe_dispatch(row, year)
     if _moe_layers_graphed(row):
         tr.moe_host_s = 0.0
+    tr.offload_layers = _stated_offload_layers(row) or 0
     if m.n_experts > 1 and not named:
         used.append("ep_comm_overlap")
     # llm-foundry's MPT runs under Composer, which updates its two train metrics (cross-entropy,
@@ -504,9 +509,52 @@ _estimate_one = jax.jit(estimate)
 
 def _place(base: DictConfig, row: dict):
     """(model config, Hydra config, defaults used) of one row; a blank recompute is the least
-    that fits."""
+    that fits, or, where the row's stack offloads activations and states no offload, the
+    fewest offloaded layers that fit if the model finds that faster (DEFAULTS["offload_layers"])."""
     rc, used = row_config(base, row)
-    return (_least_recompute_that_fits(rc) if "recompute" in used else to_config(rc)), rc, used
+    if "recompute" not in used:
+        return to_config(rc), rc, used
+    config = _least_recompute_that_fits(rc)
+    if config.train.recompute > 0 and _offload_in_reach(row) and _stated_offload_layers(row) is None:
+        chosen = rc.training.recompute
+        offloaded = _fewest_offloaded_layers_that_fit(rc)
+        if offloaded is not None and float(_estimate_one(offloaded).step_s) < float(_estimate_one(config).step_s):
+            rc.training.offload_layers = int(offloaded.train.offload_layers)
+            return offloaded, rc, used + ["offload_layers"]
+        rc.training.recompute = chosen
+    return config, rc, used
+
+
+def _stated_offload_layers(row: dict) -> int | None:
+    """Layers whose activations the row's notes say were offloaded to host memory: Megatron-Core's
+    ``cpu_offloading_num_layers`` (Megatron-Bridge), NeMo's ``activation_offload_layers``."""
+    m = re.search(r"(?:cpu_offloading_num_layers|activation_offload_layers)\W*(\d+)", str(row.get("notes", "")))
+    return int(m.group(1)) if m else None
+
+
+def _offload_in_reach(row: dict) -> bool:
+    """Whether the row's stack offers activation offloading as a tuned recipe uses it: Megatron-Core
+    (--cpu-offloading) in NeMo's and Megatron-Bridge's 2025-2026 performance recipes."""
+    return _megatron_core_stack(row) and source_year(row) >= 2025
+
+
+def _fewest_offloaded_layers_that_fit(rc: DictConfig):
+    """The row's model config without recompute and with the fewest of the busiest stage's layers
+    offloaded that fits in HBM and host memory; None when even all of them do not."""
+    rc.training.recompute = "none"
+    none = to_config(rc)
+
+    def offload(k):
+        return none._replace(train=none.train._replace(offload_layers=jnp.asarray(float(k))))
+
+    layers = math.ceil(rc.model.n_layers / rc.layout.pp)
+    if _reason(offload(layers)) == Reason.MEMORY:
+        return None
+    lo, hi = 0, layers  # offload(lo) does not fit, offload(hi) does
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if _reason(offload(mid)) != Reason.MEMORY else (mid, hi)
+    return offload(hi)
 
 
 def _split_blank(row: dict) -> bool:
