@@ -241,9 +241,8 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
 
     # Offloaded activations go to host memory during the forward pass and come back for the
     # backward pass (_offload): the copies of one micro-batch's stored activations.
-    stored_per_layer, _ = Mem.activation_bytes_per_layer(m, lay, t)
-    offload_bytes = O.offloaded_share(t, layers_per_stage) * layers_per_stage * stored_per_layer
-    offload_mb = O.exposed_time(offload_bytes, t_comp_mb, g)
+    mem = Mem.memory(m, lay, t, dp, n_micro, c.gpus_per_node)
+    offload_mb = O.exposed_time(mem.offloaded_per_micro_batch, t_comp_mb, g)
     t_gpu_mb = t_comp_mb + tp_mb + cp_mb + ep_mb + pp_mb + offload_mb
     # A stage cannot finish a micro-batch before the host has launched it (_host).
     host_mb = jnp.maximum(H.launch_floor(m, t, layers_per_stage) - t_gpu_mb, 0.0)
@@ -257,7 +256,6 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     straggler = pipe * c.jitter_cv * expected_max_std_normal(lay.n_gpus)
 
     # --- data-parallel gradient sync, once per step ---
-    mem = Mem.memory(m, lay, t, dp, n_micro, c.gpus_per_node)
     dense, expert = mem.dense_params, mem.expert_params
     wire = t.grad_bytes * t.grad_compression
     z3 = jnp.where(t.zero_stage >= 3, 1.0, 0.0)

@@ -25,6 +25,7 @@ class Memory(NamedTuple):
     zero3_buffer: object
     total: object
     host: object  # offloaded activations in host memory (_offload)
+    offloaded_per_micro_batch: object  # of them, one micro-batch's: what is copied out and back
     dense_params: object  # parameters this GPU holds before ZeRO sharding: dense part
     expert_params: object  # ... and MoE experts (sharded over a smaller data-parallel group)
     shard_dense: object  # ranks sharding the dense ZeRO state (see shard_groups)
@@ -124,12 +125,13 @@ def memory(m: ModelSpec, lay: Layout, t: Training, dp, n_micro, gpus_per_node):
     working = jnp.where(t.recompute > 1, per_layer_full, 0.0)
     logits = 4.0 * t.seq_len * t.micro_batch * m.vocab / (lay.tp * lay.cp)  # fp32 logits
     offloaded = O.offloaded_share(t, layers)
-    host = in_flight * layers * offloaded * per_layer
+    offloaded_per_micro_batch = layers * offloaded * per_layer
+    host = in_flight * offloaded_per_micro_batch
     in_transit = jnp.where(offloaded > 0, per_layer, 0.0)
     activations = in_flight * layers * per_layer - host + in_transit + working + logits
 
     layer_weights = C.layer_params(m) / lay.tp
     zero3_buffer = jnp.where((t.zero_stage >= 3) & ~gathered, 2.0 * WEIGHT_BYTES * layer_weights, 0.0)
     total = weights + grads + optimizer + activations + zero3_buffer + 1e9 * t.reserved_gb
-    return Memory(weights, grads, optimizer, activations, zero3_buffer, total, host, dense, expert,
+    return Memory(weights, grads, optimizer, activations, zero3_buffer, total, host, offloaded_per_micro_batch, dense, expert,
                   shard_dense, shard_expert)

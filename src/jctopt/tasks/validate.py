@@ -547,14 +547,19 @@ def _fewest_offloaded_layers_that_fit(rc: DictConfig):
     def offload(k):
         return none._replace(train=none.train._replace(offload_layers=jnp.asarray(float(k))))
 
-    layers = math.ceil(rc.model.n_layers / rc.layout.pp)
-    if _reason(offload(layers)) == Reason.MEMORY:
+    return _fewest_layers_that_fit(offload, math.ceil(rc.model.n_layers / rc.layout.pp))
+
+
+def _fewest_layers_that_fit(config_with, layers: int):
+    """``config_with(k)`` for the fewest k in 1..layers that fits in memory (bisection: more
+    layers saved never needs more memory); None when even ``layers`` does not fit."""
+    if _reason(config_with(layers)) == Reason.MEMORY:
         return None
-    lo, hi = 0, layers  # offload(lo) does not fit, offload(hi) does
+    lo, hi = 0, layers  # config_with(lo) does not fit, config_with(hi) does
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if _reason(offload(mid)) != Reason.MEMORY else (mid, hi)
-    return offload(hi)
+        lo, hi = (lo, mid) if _reason(config_with(mid)) != Reason.MEMORY else (mid, hi)
+    return config_with(hi)
 
 
 def _split_blank(row: dict) -> bool:
@@ -610,13 +615,8 @@ def _least_recompute_that_fits(rc: DictConfig):
         return selective._replace(train=selective.train._replace(recompute=jnp.asarray(1.0 + k / layers)))
 
     layers = math.ceil(rc.model.n_layers / rc.layout.pp)
-    if not fits(block(layers)):
-        return none
-    lo, hi = 0, layers  # block(lo) does not fit, block(hi) does
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if fits(block(mid)) else (mid, hi)
-    return block(hi)
+    blocked = _fewest_layers_that_fit(block, layers)
+    return none if blocked is None else blocked
 
 
 REQUIRED_COLUMNS = ("id", "gpu", "precision", "num_gpus", "tp", "pp", "global_batch", "measured_iter_time_s")
