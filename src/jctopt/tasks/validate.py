@@ -88,8 +88,9 @@ DEFAULTS = {
                        "where recompute is blank and the run needs some to fit, NeMo's and Megatron-Bridge's 2025-2026 "
                        "recipes may offload activations to host memory instead (Megatron-Core --cpu-offloading; GB200 "
                        "and GB300 Llama 3 70B/405B recipes): the model takes whichever of the two it finds faster"),
-    "zero_stage": ("1 from 2023, else 0", "the distributed optimizer is the Megatron-Core/NeMo default from 2023 on; "
-                   "no optimizer sharding before"),
+    "zero_stage": ("3 in torchtitan and NeMo AutoModel rows; else 1 from 2023, else 0",
+                   "torchtitan and AutoModel shard with FSDP2 (ZeRO-3) over their data-parallel ranks by default; the "
+                   "distributed optimizer is the Megatron-Core/NeMo default from 2023 on; no optimizer sharding before"),
     "hybrid_shard": ("hybrid from 2024, else full", "ZeRO-3 rows whose notes name neither FULL_SHARD nor "
                      "HYBRID_SHARD/HSDP: PyTorch FSDP's HYBRID_SHARD as in the 2024 FSDP blog, DeepSpeed's full "
                      "partitioning before"),
@@ -235,6 +236,23 @@ def _moe_layers_graphed(row) -> bool:
     return bool(full or static)
 
 
+def _tp_overlap(row, year: int, torchtitan: bool) -> tuple[bool, bool]:
+    """(TP collectives pipelined with the GEMMs, column-parallel backward all-reduce behind the
+    weight gradient) as the row's stack runs them. Megatron-Core 2024 recipes pipeline TP
+    collectives (--tp-comm-overlap) and PP sends; Megatron-LM's asynchronous backward all-reduce
+    is on by default in the code of Korthikanti et al. 2022 (megatron/mpu/layers.py), and the
+    2021 runs predate it. torchtitan's tensor parallelism (DTensor) runs each all-gather and
+    reduce-scatter between the GEMMs, exposed, unless async TP is on (torch.compile's
+    micro-pipelining pass, ``enable_async_tensor_parallel``), which the notes name
+    ("AsyncTP", "Async TP"; the asyncTP benchmark's rows say "vanilla TP" or "async TP")."""
+    if torchtitan:
+        notes = str(row.get("notes", ""))
+        async_tp = bool(re.search(r"\basync ?tp\b", notes, re.IGNORECASE)) and not re.search(
+            r"vanilla tp", notes, re.IGNORECASE)
+        return async_tp, async_tp
+    return year >= 2024, year >= 2022
+
+
 def _schedule(row) -> str:
     """The pipeline schedule the row's notes name: DualPipe (the DeepSeek-V3 report) or a
     zero-bubble schedule (ZB-H1, ZB-V); else 1F1B, interleaved when vpp > 1."""
@@ -372,7 +390,7 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
                        f"num_gpus={lay.n_gpus}")
     tr.global_batch = _global_batch(row, lay, seq, used)
     year = source_year(row)
-    tr.zero_stage = _int(row, "zero_stage", used, rule=int(year >= 2023))
+    tr.zero_stage = _int(row, "zero_stage", used, rule=3 if _fsdp_native(row) else int(year >= 2023))
     replica_batch = tr.global_batch * lay.tp * lay.pp * lay.cp // lay.n_gpus
     if tr.zero_stage >= 3 and lay.pp == 1 and replica_batch >= 1:
         whole_replica = replica_batch
@@ -397,11 +415,7 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     # attention in the JAX stacks of NVIDIA's DGX Cloud recipes) from 2024; llm-foundry, torchtitan
     # and the FSDP blog call FlashAttention-2 (directly or through PyTorch SDPA).
     tr.fused_attention = year >= 2024 and bool(FUSED_ATTENTION_STACKS.search(_stack_text(row)))
-    # Megatron-Core 2024 recipes overlap TP collectives (--tp-comm-overlap) and PP sends.
-    tr.mp_comm_overlap = year >= 2024
-    # Megatron-LM's asynchronous column-parallel backward all-reduce, on by default in the code
-    # of Korthikanti et al. 2022 (megatron/mpu/layers.py); the 2021 runs predate it.
-    tr.tp_async_backward = year >= 2022
+    tr.mp_comm_overlap, tr.tp_async_backward = _tp_overlap(row, year, torchtitan)
     # Unnamed: hybrid from 2024 (PyTorch FSDP's HYBRID_SHARD, the strategy of the 2024 FSDP
     # blog), full before (DeepSpeed ZeRO-3, 2021).
     named = _hybrid_shard(row, year)
@@ -435,6 +449,13 @@ def _megatron_core_stack(row: dict) -> bool:
     NeMo by name, is PyTorch-native."""
     text = _stack_text(row)
     return bool(re.search(r"nemo|megatron", text, re.IGNORECASE)) and not re.search(r"automodel", text, re.IGNORECASE)
+
+
+def _fsdp_native(row: dict) -> bool:
+    """Whether the row's stack shards parameters, gradients and optimizer state over its
+    data-parallel ranks by default (ZeRO-3): torchtitan (FSDP2 ``fully_shard`` over
+    ``data_parallel_shard_degree``, -1 = every data-parallel rank) and NeMo AutoModel (FSDP2)."""
+    return bool(re.search(r"torchtitan|automodel", _stack_text(row), re.IGNORECASE))
 
 
 def _stack_text(row: dict) -> str:
@@ -709,10 +730,11 @@ def report(df: pd.DataFrame, runs: Path) -> str:
               "Megatron-Core, NeMo, Nemotron, DGX Cloud (NeMo, MaxText) and Automodel sources from 2024 on; "
               "FlashAttention-2 otherwise (llm-foundry, torchtitan, PyTorch FSDP)",
               "- TP/PP communication overlap (`mp_comm_overlap`): on for sources from 2024 on (Megatron-Core "
-              "`--tp-comm-overlap`, `--overlap-p2p-communication`), off before",
+              "`--tp-comm-overlap`, `--overlap-p2p-communication`), off before; torchtitan rows only where "
+              "the notes name async TP (DTensor's collectives otherwise run between the GEMMs)",
               "- Column-parallel backward all-reduces behind the weight-gradient GEMMs (`tp_async_backward`): "
               "on for sources from 2022 on (Megatron-LM `--async-tensor-model-parallel-allreduce`, in the code "
-              "of Korthikanti et al. 2022), off before",
+              "of Korthikanti et al. 2022), off before and in torchtitan rows without async TP",
               "- Data-parallel traffic (gradient sync, ZeRO-3 gathers) overlapped with compute (`dp_overlap`): "
               "off for sources before 2023 (Megatron-LM all-reduced after the backward, Korthikanti et al. "
               "2022 Sec. 6.3), on from 2023 (PyTorch DDP/FSDP, Megatron-Core `--overlap-grad-reduce`)",
