@@ -244,7 +244,9 @@ def _tp_overlap(row, year: int, torchtitan: bool) -> tuple[bool, bool]:
     2021 runs predate it. torchtitan's tensor parallelism (DTensor) runs each all-gather and
     reduce-scatter between the GEMMs, exposed, unless async TP is on (torch.compile's
     micro-pipelining pass, ``enable_async_tensor_parallel``), which the notes name
-    ("AsyncTP", "Async TP"; the asyncTP benchmark's rows say "vanilla TP" or "async TP")."""
+    ("AsyncTP", "Async TP"; the asyncTP benchmark's rows say "vanilla TP" or "async TP").
+    The first switch also hides interleaved PP sends (_jct); every torchtitan row with a
+    pipeline names async TP, so none runs torchtitan's PP with its sends exposed."""
     if torchtitan:
         notes = str(row.get("notes", ""))
         async_tp = bool(re.search(r"\basync ?tp\b", notes, re.IGNORECASE)) and not re.search(
