@@ -24,7 +24,7 @@ from omegaconf import DictConfig
 from rich.console import Console
 
 from .._compute import dense_peak_tflops
-from .._config import ConfigError, load_option, to_config
+from .._config import RECOMPUTE as RECOMPUTE_LEVEL, ConfigError, load_option, to_config
 from .._jct import STEP_PARTS, Reason, estimate, estimate_batch, unmasked_step
 from .._resources import validation_file
 from .._types import stack
@@ -539,12 +539,10 @@ def _place(base: DictConfig, row: dict):
         return to_config(rc), rc, used
     config = _least_recompute_that_fits(rc)
     if config.train.recompute > 0 and _offload_in_reach(row) and _stated_offload_layers(row) is None:
-        chosen = rc.training.recompute
-        offloaded = _fewest_offloaded_layers_that_fit(rc)
+        offloaded = _fewest_offloaded_layers_that_fit(config, math.ceil(rc.model.n_layers / rc.layout.pp))
         if offloaded is not None and float(_estimate_one(offloaded).step_s) < float(_estimate_one(config).step_s):
-            rc.training.offload_layers = int(offloaded.train.offload_layers)
+            rc.training.recompute, rc.training.offload_layers = "none", int(offloaded.train.offload_layers)
             return offloaded, rc, used + ["offload_layers"]
-        rc.training.recompute = chosen
     return config, rc, used
 
 
@@ -561,16 +559,14 @@ def _offload_in_reach(row: dict) -> bool:
     return _megatron_core_stack(row) and source_year(row) >= 2025
 
 
-def _fewest_offloaded_layers_that_fit(rc: DictConfig):
-    """The row's model config without recompute and with the fewest of the busiest stage's layers
+def _fewest_offloaded_layers_that_fit(config, stage_layers: int):
+    """``config`` without recompute and with the fewest of the busiest stage's ``stage_layers``
     offloaded that fits in HBM and host memory; None when even all of them do not."""
-    rc.training.recompute = "none"
-    none = to_config(rc)
-
     def offload(k):
-        return none._replace(train=none.train._replace(offload_layers=jnp.asarray(float(k))))
+        return config._replace(train=config.train._replace(recompute=jnp.asarray(RECOMPUTE_LEVEL["none"]),
+                                                           offload_layers=jnp.asarray(float(k))))
 
-    return _fewest_layers_that_fit(offload, math.ceil(rc.model.n_layers / rc.layout.pp))
+    return _fewest_layers_that_fit(offload, stage_layers)
 
 
 def _fewest_layers_that_fit(config_with, layers: int):
