@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+from . import _attention as A
 from . import _experts as E
 from . import _quantization as Q
 from ._types import GPUSpec, ModelSpec, Training
@@ -266,17 +267,14 @@ def layer_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0, etp=None)
     tokens = t.micro_batch * t.seq_len / cp
     h, d = m.hidden, head_dim(m)
     # Attention core, forward: per head (s/cp x d) @ (d x s) and (s/cp x s) @ (s x d), bf16
-    # even in fp8. A fused (flash) kernel never writes the s x s scores, skips the masked half
-    # of a causal square and runs at attn_eff of the bf16 peak, its FLOPs counted as
-    # FlashAttention's benchmarks count them (Dao 2023, Sec. 4.1). attn_eff is FlashAttention-2's
-    # fraction; a kernel written for the architecture (FlashAttention-3, cuDNN fused attention,
-    # which Transformer Engine runs for Megatron-Core and NeMo) is fused_attn_speedup faster on
-    # GPUs that have one (Hopper: 1.5-2.0x, Shah et al. 2024, abstract). Unfused, the full square
+    # even in fp8. A fused (flash) kernel never writes the s x s scores and skips the masked
+    # half of a causal square (_attention: its rate, and a fixed cost per call; attn_eff is
+    # FlashAttention-2's rate, a kernel written for the architecture is fused_attn_speedup
+    # faster where Transformer Engine runs one, as in Megatron-Core and NeMo). Unfused, the full square
     # runs as two thin GEMMs (head dimension d) and scores, softmax and dropout are written
     # and re-read, ~12 bytes per score.
     core_flops = 2.0 * t.micro_batch * t.seq_len * t.seq_len * attention_core_width(m) / (tp * cp)
-    attn_eff = g.attn_eff * jnp.where(t.fused_attention > 0, g.fused_attn_speedup, 1.0)
-    flash = 0.5 * core_flops / (1e12 * g.peak_bf16_tflops * attn_eff)
+    flash = A.flash_forward_time(0.5 * core_flops, g, t)
     scores = t.micro_batch * m.n_heads / tp * t.seq_len * t.seq_len / cp
     unfused = core_flops / (bf16_matmul_flops(g) * d / (d + g.matmul_half_dim)) + 12.0 * scores / hbm_rate(g)
     core = jnp.where(t.flash_attention > 0, flash, unfused)

@@ -54,7 +54,7 @@ class GPUSpec(NamedTuple):
     matmul_eff: Array  # best achieved / peak for large bf16 GEMMs
     fp8_matmul_eff: Array  # best achieved / peak for large fp8 GEMMs
     matmul_half_dim: Array  # GEMM dimension at which efficiency is half its maximum
-    attn_eff: Array  # fused (flash) attention fwd+bwd achieved / bf16 peak, FLOPs counted as FlashAttention does
+    attn_eff: Array  # fused (flash) attention fwd+bwd sustained / bf16 peak, FLOPs counted as FlashAttention does; the fixed cost per call is _attention's
     fused_attn_speedup: Array  # the vendor's architecture-specific attention kernel over FlashAttention-2 (1: none faster)
     mem_eff: Array  # achieved / peak HBM bandwidth for streaming kernels
     nvlink_eff: Array  # ring all-reduce bus bandwidth / nvlink_gbps

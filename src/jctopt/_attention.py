@@ -1,0 +1,34 @@
+"""Forward time of the fused (flash) attention core of one layer for one micro-batch.
+
+A fused kernel's time is its FLOPs at the kernel's sustained rate plus a fixed cost per call:
+the launch, the pipeline fill of the first tiles and the tail of the last wave, paid once
+however few heads a GPU holds. The fixed cost is why a tp-split layer (8 heads per GPU) runs
+its attention at a fraction of the rate of an unsplit one (64-128 heads per GPU).
+
+Measured (MooreThreads/SimuMax configs/system/b200_bf16_ceperm.json @4dcaae513b, "sdp_fwd" /
+"sdp_bwd": Transformer Engine 2.11 DotProductAttention, causal, bf16, one B200, b = 1,
+s = 4096-131072, 4-128 query heads): forward + backward time = 3.5 x (half-square FLOPs) /
+(0.43 x peak) + 99 us, within 20 % over 19 shapes (from 202 us at 4 heads to 1.6 s at
+131072 tokens); forward alone at 4 heads 92 us, 8 heads 99 us, 16 heads 106 us (a floor), 128
+heads 490 us.
+"""
+
+from __future__ import annotations
+
+from ._types import GPUSpec, Training
+
+# Fixed time of one forward attention call (s): the 99 us of a forward + backward pair split as
+# the FLOPs are (backward = 2.5 x forward, _compute.core_backward_factor): 99 / 3.5. Measured
+# on B200 (module docstring); taken as the same on other GPUs (no per-shape kernel table
+# published for them): launch and tile pipeline latency, not throughput.
+ATTENTION_CALL_S = 99e-6 / 3.5
+
+
+def flash_forward_time(half_square_flops, g: GPUSpec, t: Training):
+    """Forward time (s) of a fused attention call that runs ``half_square_flops`` (the causal
+    half of the square, as FlashAttention's benchmarks count them; Dao 2023, Sec. 4.1) at
+    attn_eff of the bf16 peak, fused_attn_speedup faster where the architecture has its own
+    kernel (cuDNN fused attention, FlashAttention-3 on Hopper: Shah et al. 2024, abstract),
+    plus the fixed cost of the call."""
+    speedup = 1.0 + (g.fused_attn_speedup - 1.0) * (t.fused_attention > 0)
+    return half_square_flops / (1e12 * g.peak_bf16_tflops * g.attn_eff * speedup) + ATTENTION_CALL_S
