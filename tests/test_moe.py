@@ -68,16 +68,30 @@ def test_dense_layers_and_shared_experts_by_hand(config):
 
 def test_expert_gemms_see_top_k_of_the_tokens(config):
     """Balanced routing: each of the 8 Mixtral experts multiplies top_k/8 of the tokens, so the
-    experts' GEMM time is that of top_k dense MLPs of the same shape on large GEMMs."""
+    experts' GEMM time is that of 8 grouped GEMMs of top_k/8 of the tokens each."""
     cfg = _model(config, "mixtral_8x7b", "training.micro_batch=4", "training.global_batch=32")
     m, g, t = cfg.model, cfg.gpu, cfg.train
     column, row = C.layer_gemm_times(m, g, t, 1.0, 1.0)
     tokens = 4.0 * 4096
     rate = C.matmul_peak_flops(g, t)
     expert_tokens = tokens * 2 / 8
-    up = C.gemm_time(expert_tokens, 4096.0, 2 * 14336.0, rate, g)
+    up = C.gemm_time(expert_tokens, 4096.0, 2 * 14336.0, rate, g, half_dim_factor=C.GROUPED_GEMM_HALF_DIM_FACTOR)
     qkv = C.gemm_time(tokens, 4096.0, 4096.0 + 2 * 1024.0, rate, g)
     assert float(column) == pytest.approx(float(qkv + 8 * up), rel=1e-12)
+
+
+def test_grouped_expert_gemms_halve_at_twice_the_dense_size(config):
+    """One sequence of 4096 tokens, top-2 of 8 experts: 1024 tokens per expert. The experts' up
+    projection (1024 x 4096 x 28672 each) runs at 1024 / (1024 + 2 d_half) of the large-GEMM
+    rate (SimuMax's B200 grouped-GEMM table: halving at 290-400 tokens, against 157 for one
+    dense GEMM), compute bound here."""
+    cfg = _model(config, "mixtral_8x7b", "training.micro_batch=1", "training.global_batch=32")
+    m, g, t = cfg.model, cfg.gpu, cfg.train
+    column, _ = C.layer_gemm_times(m, g, t, 1.0, 1.0)
+    rate, d_half = float(C.matmul_peak_flops(g, t)), float(g.matmul_half_dim)
+    expert_up = 2 * 1024 * 4096 * 28672 / (rate * 1024 / (1024 + 2 * d_half))
+    qkv = C.gemm_time(4096.0, 4096.0, 4096.0 + 2 * 1024.0, rate, g)
+    assert float(column) == pytest.approx(float(qkv) + 8 * expert_up, rel=1e-9)
 
 
 def test_dense_layers_need_an_moe_model(config):
@@ -120,7 +134,8 @@ def test_expert_parallel_gathers_tokens_onto_fewer_experts(config, ep):
     rate = C.matmul_peak_flops(g, t)
     column, _ = C.layer_gemm_times(m, g, t, 1.0, 1.0, ep)
     tokens = 4096.0
-    experts = (256 / ep) * C.gemm_time(tokens * 8 * ep / 256, 7168.0, 2 * 2048.0, rate, g)
+    grouped = C.GROUPED_GEMM_HALF_DIM_FACTOR
+    experts = (256 / ep) * C.gemm_time(tokens * 8 * ep / 256, 7168.0, 2 * 2048.0, rate, g, half_dim_factor=grouped)
     dense = C.gemm_time(tokens, 7168.0, 2 * 18432.0, rate, g)
     shared = C.gemm_time(tokens, 7168.0, 2 * 2048.0, rate, g)
     qkv = C.gemm_time(tokens, 7168.0, (float(C.attention_params(m)) - 128 * 128 * 7168) / 7168, rate, g)
@@ -137,13 +152,14 @@ def test_folded_experts_stay_whole_on_fewer_tokens(config):
     m, g, t = cfg.model, cfg.gpu, cfg.train
     rate = C.matmul_peak_flops(g, t)
     column, _ = C.layer_gemm_times(m, g, t, 2.0, 1.0, 16.0, 1.0)
-    experts = 16 * C.gemm_time(1024.0, 7168.0, 2 * 2048.0, rate, g)
+    grouped = C.GROUPED_GEMM_HALF_DIM_FACTOR
+    experts = 16 * C.gemm_time(1024.0, 7168.0, 2 * 2048.0, rate, g, half_dim_factor=grouped)
     dense = C.gemm_time(4096.0, 7168.0, 2 * 18432.0 / 2, rate, g)
     shared = C.gemm_time(4096.0, 7168.0, 2 * 2048.0 / 2, rate, g)
     qkv = C.gemm_time(4096.0, 7168.0, (float(C.attention_params(m)) - 128 * 128 * 7168) / 7168 / 2, rate, g)
     assert float(column) == pytest.approx(float(qkv + 3 / 61 * dense + 58 / 61 * (experts + shared)), rel=1e-12)
     unfolded, _ = C.layer_gemm_times(m, g, t, 2.0, 1.0, 16.0)
-    split = 16 * C.gemm_time(2048.0, 7168.0, 2 * 2048.0 / 2, rate, g)
+    split = 16 * C.gemm_time(2048.0, 7168.0, 2 * 2048.0 / 2, rate, g, half_dim_factor=grouped)
     assert float(unfolded) == pytest.approx(float(qkv + 3 / 61 * dense + 58 / 61 * (split + shared)), rel=1e-12)
 
 

@@ -414,8 +414,8 @@ def test_moe_dispatch_and_overlap_as_the_notes_name_them(compose):
 
 MOE_FAMILIES = {"deepseek": "DeepSeek", "qwen3": "Qwen3", "mixtral": "Mixtral", "llama4": "Llama.?4"}
 # Shipped medians (2026-11-25; only the launch floor is fitted to MoE rows) + ~2 points:
-# DeepSeek 25.5, Qwen3 10.0, Mixtral 5.6, Llama 4 27.3 %. The targets (every family <= 12 %, all rows <= 8 %) are not met.
-MOE_BOUNDS = {"deepseek": 27.5, "qwen3": 12.0, "mixtral": 9.5, "llama4": 29.5}
+# DeepSeek 23.6, Qwen3 11.0, Mixtral 5.2, Llama 4 26.2 %. The targets (every family <= 12 %, all rows <= 8 %) are not met.
+MOE_BOUNDS = {"deepseek": 26.0, "qwen3": 13.0, "mixtral": 7.5, "llama4": 28.5}
 
 
 @pytest.fixture(scope="module")
@@ -427,8 +427,8 @@ def predicted_moe(compose):
 
 def test_moe_rows_are_placed_and_guarded_per_family(predicted_moe):
     """67 of 68 rows placed (target 95 %): the one left names its EP group, larger than the 32
-    GPUs of a pipeline stage. Every family's median |error| within its guard; all rows 15.2 %
-    (p90 33.9 %), guarded at 17.5 %."""
+    GPUs of a pipeline stage. Every family's median |error| within its guard; all rows 14.1 %
+    (p90 32.2 %), guarded at 16.5 %."""
     df = predicted_moe
     unplaced = df[df.predicted_iter_time_s.isna()]
     assert len(df) == 68 and len(unplaced) == 1
@@ -437,7 +437,7 @@ def test_moe_rows_are_placed_and_guarded_per_family(predicted_moe):
         rows = df[df.model.str.contains(pattern, case=False, regex=True) & df.abs_pct_error.notna()]
         assert len(rows) >= 4, family
         assert rows.abs_pct_error.median() <= MOE_BOUNDS[family], (family, rows.abs_pct_error.median())
-    assert df.abs_pct_error.median() <= 17.5
+    assert df.abs_pct_error.median() <= 16.5
 
 
 def test_attention_spellings(compose):

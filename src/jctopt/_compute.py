@@ -206,15 +206,26 @@ def matmul_peak_flops(g: GPUSpec, t: Training):
     return jnp.where(t.low_precision >= 2, nvfp4, rate)
 
 
-def gemm_time(m_dim, k_dim, n_dim, flops_per_s, g: GPUSpec, bytes_per_el=2.0):
+# A grouped GEMM (one kernel over all local experts, each with its own token count) loses more
+# to thin shapes than one dense GEMM: its efficiency halves at about twice the dense halving
+# size. Transformer Engine 2.11 grouped GEMMs on a B200 (MooreThreads/SimuMax
+# configs/system/b200_bf16_ceperm.json @4dcaae513b, "group_matmul" against "matmul", bf16,
+# DeepSeek-V2/V3 expert shapes): 0.28 / 0.51 / 0.65 / 0.81 of the dense efficiency at 154 /
+# 308 / 616 / 1232 tokens per expert, i.e. halving at 290-400 tokens against 157 fitted for
+# dense B200 GEMMs.
+GROUPED_GEMM_HALF_DIM_FACTOR = 2.0
+
+
+def gemm_time(m_dim, k_dim, n_dim, flops_per_s, g: GPUSpec, bytes_per_el=2.0, half_dim_factor=1.0):
     """Roofline time (s) of one (m x k) @ (k x n) GEMM.
 
     Compute side: the efficiency falls for thin GEMMs, d / (d + d_half) on the smallest
     dimension (tile quantisation; shape-dependence as in Calculon / Isaev et al. 2023).
-    Memory side: operands and result streamed once through HBM.
+    Memory side: operands and result streamed once through HBM. ``half_dim_factor`` scales
+    d_half (a grouped GEMM's: GROUPED_GEMM_HALF_DIM_FACTOR).
     """
     d_min = jnp.minimum(jnp.minimum(m_dim, k_dim), n_dim)
-    shape_eff = d_min / (d_min + g.matmul_half_dim)
+    shape_eff = d_min / (d_min + half_dim_factor * g.matmul_half_dim)
     t_compute = 2.0 * m_dim * k_dim * n_dim / (flops_per_s * shape_eff)
     t_memory = bytes_per_el * (m_dim * k_dim + k_dim * n_dim + m_dim * n_dim) / hbm_rate(g)
     return jnp.maximum(t_compute, t_memory)
@@ -234,7 +245,8 @@ def layer_gemm_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0, etp=
     n_experts / ep of them on each GPU, 1/etp of each (``etp`` None = tp), and dispatches to
     each the tokens that chose it (``_experts.tokens_per_local_expert``): the FLOPs do not
     depend on ep or etp, the GEMM shapes do (small experts at small ep are thin, memory-bound
-    GEMMs). Shared experts see every token. Dense and MoE layers are averaged by their share
+    GEMMs), and the experts run as one grouped GEMM (GROUPED_GEMM_HALF_DIM_FACTOR). Shared
+    experts see every token. Dense and MoE layers are averaged by their share
     of the layers.
     """
     etp = tp if etp is None else etp
@@ -244,13 +256,14 @@ def layer_gemm_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0, etp=
     qkv = gemm_time(tokens, h, qkv_width(m) / tp, rate, g)
     proj = gemm_time(tokens, context / tp, h, rate, g)
 
-    def mlp(n_tokens, width, split):  # (up incl. the gate, down), the width split over ``split`` ranks
-        return (gemm_time(n_tokens, h, (1.0 + m.glu) * width / split, rate, g),
-                gemm_time(n_tokens, width / split, h, rate, g))
+    def mlp(n_tokens, width, split, half_dim_factor=1.0):  # (up incl. the gate, down), width split over ``split``
+        return (gemm_time(n_tokens, h, (1.0 + m.glu) * width / split, rate, g, half_dim_factor=half_dim_factor),
+                gemm_time(n_tokens, width / split, h, rate, g, half_dim_factor=half_dim_factor))
 
     dense_up, dense_down = mlp(tokens, m.ffn_hidden, tp)
     local_experts = m.n_experts / ep
-    expert_up, expert_down = mlp(E.tokens_per_local_expert(tokens, m, tp, ep, etp), m.moe_ffn_hidden, etp)
+    expert_up, expert_down = mlp(E.tokens_per_local_expert(tokens, m, tp, ep, etp), m.moe_ffn_hidden, etp,
+                                 GROUPED_GEMM_HALF_DIM_FACTOR)
     has_shared = jnp.where(m.n_shared_experts > 0, 1.0, 0.0)
     # One expert's width stands in where there is none, so that no 0/0 reaches a gradient.
     shared_up, shared_down = mlp(tokens, jnp.where(has_shared > 0, m.n_shared_experts, 1.0) * m.moe_ffn_hidden, tp)
