@@ -8,12 +8,18 @@ its attention at a fraction of the rate of an unsplit one (64-128 heads per GPU)
 Measured (MooreThreads/SimuMax configs/system/b200_bf16_ceperm.json @4dcaae513b, "sdp_fwd" /
 "sdp_bwd": Transformer Engine 2.11 DotProductAttention, causal, bf16, one B200, b = 1,
 s = 4096-131072, 4-128 query heads): forward + backward time = 3.5 x (half-square FLOPs) /
-(0.43 x peak) + 99 us, within 20 % over 19 shapes (from 202 us at 4 heads to 1.6 s at
-131072 tokens); forward alone at 4 heads 92 us, 8 heads 99 us, 16 heads 106 us (a floor), 128
-heads 490 us.
+(0.43 x peak) + 99 us, a least-squares fit in relative error over 19 shapes, within 21 % on
+the GQA shapes (202 us at 4 heads and s = 4096 to 0.25 s at 131072 tokens); MLA's 192/128 head
+dimensions run up to 23 % slower than it. Forward alone at s = 4096: 4 heads 92 us, 8 heads
+99 us, 16 heads 106 us (a floor), 128 heads 490 us.
+
+One call per layer, micro-batch and pass is charged; context parallelism's ring steps are not
+counted apart.
 """
 
 from __future__ import annotations
+
+import jax.numpy as jnp
 
 from ._types import GPUSpec, Training
 
@@ -30,5 +36,5 @@ def flash_forward_time(half_square_flops, g: GPUSpec, t: Training):
     attn_eff of the bf16 peak, fused_attn_speedup faster where the architecture has its own
     kernel (cuDNN fused attention, FlashAttention-3 on Hopper: Shah et al. 2024, abstract),
     plus the fixed cost of the call."""
-    speedup = 1.0 + (g.fused_attn_speedup - 1.0) * (t.fused_attention > 0)
+    speedup = jnp.where(t.fused_attention > 0, g.fused_attn_speedup, 1.0)
     return half_square_flops / (1e12 * g.peak_bf16_tflops * g.attn_eff * speedup) + ATTENTION_CALL_S
