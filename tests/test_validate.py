@@ -255,13 +255,13 @@ def test_torchtitan_rows_run_on_the_hardware_their_notes_state(compose):
     a 500 W power limit, and "backend RDMA 400 Gb/s per GPU" (unknown_400gbps per GPU, not per
     node as where the notes say nothing)."""
     dev2 = pd.read_csv(validation_file("runs_dev2.csv"))
-    row = dev2[dev2.id == "torchtitan2412_t5_405b_512g_interleaved1f1b"].iloc[0].to_dict()
+    row = _row(dev2, "torchtitan2412_t5_405b_512g_interleaved1f1b")
     base = compose("task=validate")
     cfg, used = validate.row_config(base, row)
     assert (cfg.layout.vpp, cfg.training.micro_batch) == (2, 4) and {"vpp", "micro_batch"} <= set(used)
     assert (cfg.gpu.hbm_gb, cfg.gpu.hbm_tbps, cfg.cluster.gpu_power_limit_w) == (96.0, 2.4, 500.0)
     assert (cfg.fabric.nic_gbit, cfg.cluster.nics_per_node) == (400.0, 8)
-    one_f_one_b, _ = validate.row_config(base, dev2[dev2.id == "torchtitan2412_t5_405b_512g_1f1b"].iloc[0].to_dict())
+    one_f_one_b, _ = validate.row_config(base, _row(dev2, "torchtitan2412_t5_405b_512g_1f1b"))
     assert one_f_one_b.layout.vpp == 1
     per_node, _ = validate.row_config(base, dict(row, notes="400Gbps inter-node (fabric/NIC count not stated)"))
     assert per_node.fabric.nic_gbit == 50.0 and per_node.cluster.gpu_power_limit_w is None
@@ -371,7 +371,7 @@ def test_expert_tensor_parallelism_and_folding(compose):
     parallel folding): Mixtral 8x22B on 256 GPUs at tp 2, pp 4 has dp 32, so ep 64 divides
     tp x cp x dp / etp = 64 but not dp x cp, which etp = tp would need."""
     moe = pd.read_csv(validation_file("runs_moe_dev.csv"))
-    row = moe[moe.id == "nemofw_2504_mixtral_8x22b_gb200_fp8cs_n256"].iloc[0].to_dict()
+    row = _row(moe, "nemofw_2504_mixtral_8x22b_gb200_fp8cs_n256")
     assert (row["tp"], row["pp"], row["num_gpus"]) == (2, 4, 256)
     base = compose("task=validate")
     for etp, expected in ((None, 2.0), (1, 1.0), (2, 2.0)):
@@ -394,7 +394,7 @@ def test_moe_dispatch_and_overlap_as_the_notes_name_them(compose):
     and node-limited routing dispatch in two hops; the all-to-all dispatcher, or none named,
     flat."""
     moe = pd.read_csv(validation_file("runs_moe_dev.csv"))
-    row = moe[moe.id == "nemofw_2504_mixtral_8x22b_gb200_fp8cs_n256"].iloc[0].to_dict()
+    row = _row(moe, "nemofw_2504_mixtral_8x22b_gb200_fp8cs_n256")
     base = compose("task=validate")
     cases = [("dispatcher backend=deepep; a2a_overlap=True", True, True, False),
              ("flex dispatcher backend=hybridep; moe_a2a_overlap=False", False, True, False),
@@ -444,7 +444,7 @@ def test_attention_spellings(compose):
     """MHA, MQA and GQA with a sliding window are GQA shapes (kv_heads says how many KV heads);
     MLA needs its ranks; anything else is refused with a reason naming what is modelled."""
     moe = pd.read_csv(validation_file("runs_moe_dev.csv"))
-    row = moe[moe.id == "nemofw_2504_mixtral_8x22b_gb200_fp8cs_n256"].iloc[0].to_dict()
+    row = _row(moe, "nemofw_2504_mixtral_8x22b_gb200_fp8cs_n256")
     base = compose("task=validate")
     for cell in ("GQA", "mha", "gqa+swa (sliding window 128, attention sinks)"):
         cfg, _ = validate.row_config(base, dict(row, attention=cell))
