@@ -91,9 +91,11 @@ DEFAULTS = {
     "zero_stage": ("3 in torchtitan and NeMo AutoModel rows; else 1 from 2023, else 0",
                    "torchtitan and AutoModel shard with FSDP2 (ZeRO-3) over their data-parallel ranks by default; the "
                    "distributed optimizer is the Megatron-Core/NeMo default from 2023 on; no optimizer sharding before"),
-    "hybrid_shard": ("hybrid from 2024, else full", "ZeRO-3 rows whose notes name neither FULL_SHARD nor "
-                     "HYBRID_SHARD/HSDP: PyTorch FSDP's HYBRID_SHARD as in the 2024 FSDP blog, DeepSpeed's full "
-                     "partitioning before"),
+    "hybrid_shard": ("full in torchtitan and AutoModel rows; else hybrid from 2024, else full",
+                     "ZeRO-3 rows whose notes name neither FULL_SHARD nor HYBRID_SHARD/HSDP: torchtitan and "
+                     "AutoModel shard FSDP2 over every data-parallel rank (torchtitan data_parallel_shard_degree "
+                     "-1, replicate degree 1); elsewhere PyTorch FSDP's HYBRID_SHARD as in the 2024 FSDP blog, "
+                     "DeepSpeed's full partitioning before"),
     "vocab": ("by model family", "Llama 3: 128,256 (Dubey et al. 2024); Llama 2: 32,000 (Touvron et al. 2023); "
               "Nemotron: 256,000 (Nemotron-4, NVIDIA 2024); GPT-NeoX: 50,432 (Black et al. 2022, 20B.yml); "
               "other GPT: 51,200 (Megatron's padded GPT-2 BPE, Narayanan et al. 2021)"),
@@ -418,10 +420,11 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     # and the FSDP blog call FlashAttention-2 (directly or through PyTorch SDPA).
     tr.fused_attention = year >= 2024 and bool(FUSED_ATTENTION_STACKS.search(_stack_text(row)))
     tr.mp_comm_overlap, tr.tp_async_backward = _tp_overlap(row, year, torchtitan)
-    # Unnamed: hybrid from 2024 (PyTorch FSDP's HYBRID_SHARD, the strategy of the 2024 FSDP
-    # blog), full before (DeepSpeed ZeRO-3, 2021).
+    # Unnamed: full in torchtitan and AutoModel (FSDP2 over every data-parallel rank unless a
+    # replicate degree is set, _fsdp_native); else hybrid from 2024 (PyTorch FSDP's HYBRID_SHARD,
+    # the strategy of the 2024 FSDP blog), full before (DeepSpeed ZeRO-3, 2021).
     named = _hybrid_shard(row, year)
-    tr.hybrid_shard = named if named is not None else year >= 2024
+    tr.hybrid_shard = named if named is not None else (year >= 2024 and not _fsdp_native(row))
     if named is None and tr.zero_stage >= 3:
         used.append("hybrid_shard")
     # ZeRO-3 before PyTorch FSDP (2022) is DeepSpeed's, which all-gathers every partitioned
