@@ -96,6 +96,27 @@ def test_precision_spellings_of_the_sources(cell, precision):
     assert validate.row_precision(cell) == precision
 
 
+@pytest.mark.parametrize("cell, gpu, aliased", [("gb200", "gb200", False), ("DGX-GB200", "gb200", False),
+                                                ("HGX B200", "b200", False), ("DGX-GB300", "gb300", False),
+                                                ("H100", "h100_sxm", True), ("h100-sxm5-80gb", "h100_sxm", False),
+                                                ("a100_class", "a100_80gb", True), ("GB200 NVL72", "gb200", False),
+                                                ("v100", "v100", False)])
+def test_gpu_spellings_of_the_sources(cell, gpu, aliased):
+    """Case, separators and a DGX/HGX system name are spelling; an H100 or A100 of unstated
+    form factor or memory is an assumption, recorded among the defaults used."""
+    assert validate.row_gpu(cell) == (gpu, aliased)
+
+
+def test_a_gpu_outside_the_catalog_names_itself(compose):
+    row = {"id": "r", "source": "Paper 2024", "model": "GPT", "layers": 24, "hidden": 2048, "ffn_hidden": 8192,
+           "heads": 16, "seq_len": 2048, "vocab": 51200, "gpu": "V100", "precision": "fp16", "num_gpus": 8,
+           "tp": 1, "pp": 1, "global_batch": 64}
+    with pytest.raises(validate.RowError, match=r"gpu='V100' is not in the catalog"):
+        validate.row_config(compose("task=validate"), row)
+    cfg, used = validate.row_config(compose("task=validate"), dict(row, gpu="DGX-H100", precision="bf16"))
+    assert cfg.gpu.name == "h100_sxm" and "gpu" not in used
+
+
 # Regression guards: today's median |error| per source plus a margin. They make a change that
 # degrades fidelity fail CI; calibration (task=calibrate) is what brings them to the targets.
 BOUNDS = {  # shipped (calibrated) medians + ~2 points: a regression guard, not the targets

@@ -107,7 +107,28 @@ DEFAULTS = {
                    "(ConnectX-7; DGX B200 and DGX GB200 user guides: one 400 Gb/s port per GPU); B300/GB300: "
                    "XDR800 IB (ConnectX-8); one NIC per GPU (DGX/HGX reference designs)"),
 }
-GPU_ALIASES = {"a100_class": "a100_80gb"}  # an A100 of unstated memory: same peak and bandwidth
+# The gpu column as sources print it -> the catalog key, where it is not one already. Case,
+# "-" or " " for "_", and a leading DGX/HGX system name are spelling ("DGX-GB200" is gb200), as
+# are the names below. An A100 or H100 of unstated memory or form factor is assumed to be the
+# 80 GB SXM part (the A100 40GB has the same peak and HBM bandwidth; an H100 PCIe would be
+# slower), and the row is marked as defaulted (GPU_ASSUMED).
+GPU_SYNONYMS = {"a100_80g": "a100_80gb", "a100_40g": "a100_40gb", "h100_sxm5": "h100_sxm", "h100_sxm5_80gb": "h100_sxm",
+                "h100_80gb_sxm": "h100_sxm", "h200_sxm": "h200", "gb200_nvl72": "gb200", "gb300_nvl72": "gb300",
+                "b200_sxm": "b200", "b300_sxm": "b300", "dgx_h100": "h100_sxm", "hgx_h100": "h100_sxm"}
+GPU_ASSUMED = {"a100_class": "a100_80gb", "a100": "a100_80gb", "a100_sxm": "a100_80gb", "h100": "h100_sxm",
+               "h100_80gb": "h100_sxm"}
+
+
+def row_gpu(value) -> tuple[str, bool]:
+    """(catalog key, whether an alias stood in for an unstated memory or form factor) for a CSV
+    gpu cell; the key may still be missing from the catalog (row_config says so)."""
+    key = re.sub(r"[\s\-]+", "_", str(value).strip().lower())
+    key = GPU_SYNONYMS.get(key, key)  # "dgx_h100" is an SXM part
+    key = re.sub(r"^(?:nvidia_)?(?:dgx|hgx)_", "", key)
+    key = GPU_SYNONYMS.get(key, key)
+    return GPU_ASSUMED.get(key, key), key in GPU_ASSUMED
+
+
 REFERENCE_FABRIC = {"a100_80gb": "ib_hdr200", "a100_40gb": "ib_hdr200", "h100_sxm": "ib_ndr400", "h200": "ib_ndr400",
                     "h800": "ib_ndr400", "b200": "ib_ndr400", "gb200": "ib_ndr400", "b300": "ib_xdr800",
                     "gb300": "ib_xdr800", "mi300x": "roce400"}
@@ -311,9 +332,8 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     """The Hydra config of one CSV row, and the defaults it needed."""
     used: list[str] = []
     cfg = copy.deepcopy(base)
-    key = str(row["gpu"]).strip().lower()  # catalog keys are lower case; sources print "GB200"
-    gpu = GPU_ALIASES.get(key, key)
-    if key in GPU_ALIASES:
+    gpu, aliased = row_gpu(row["gpu"])
+    if aliased:
         used.append("gpu")
     try:
         cfg.gpu = load_option("gpu", gpu)
@@ -723,7 +743,8 @@ def report(df: pd.DataFrame, runs: Path) -> str:
     if len(skipped):
         lines += ["", "## Rows not placed", ""] + [f"- `{r.id}`: {r.reason}" for _, r in skipped.iterrows()]
     lines += ["", "## Defaults for blank cells", ""] + [f"- `{k}`: {v} ({why})" for k, (v, why) in DEFAULTS.items()]
-    lines += ["- `gpu=a100_class`: a100_80gb (same peak and HBM bandwidth)",
+    lines += ["- `gpu`: any case, '-' or ' ' for '_', a leading DGX/HGX ignored; `a100_class`, `a100`: a100_80gb "
+              "(same peak and HBM bandwidth); `h100`: h100_sxm",
               "- `inter_node=unknown_<X>gbps`: X Gbit/s per node over one RoCE NIC per GPU",
               "- MLP gated (SwiGLU) or not: whichever parameter count is nearer `params_b`",
               "- FlashAttention: on for sources from 2023 on, off before",
