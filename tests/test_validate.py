@@ -107,6 +107,23 @@ def test_gpu_spellings_of_the_sources(cell, gpu, aliased):
     assert validate.row_gpu(cell) == (gpu, aliased)
 
 
+def test_table_spellings_of_layout_cells(compose):
+    """Benchmark tables print "n/a" for a parallelism that does not apply and annotate the
+    recompute mode; both are read, and a mode the model lacks is refused by name."""
+    base = compose("task=validate")
+    row = {"id": "r", "source": "Some stack 2025", "model": "GPT", "layers": 24, "hidden": 2048, "ffn_hidden": 8192,
+           "heads": 16, "seq_len": 2048, "vocab": 51200, "gpu": "h100_sxm", "precision": "bf16", "num_gpus": 16,
+           "tp": 2, "pp": 1, "cp": 1, "ep": "n/a", "vpp": "n/a", "global_batch": 64, "recompute": "selective_op"}
+    cfg, used = validate.row_config(base, row)
+    assert cfg.layout.vpp == 1 and cfg.layout.ep == 1 and {"vpp", "ep"} <= set(used)
+    assert cfg.training.recompute == "selective"
+    for cell, mode in (("Off", "none"), ("no (AC disabled)", "none"), ("full/uniform", "full")):
+        cfg, _ = validate.row_config(base, dict(row, recompute=cell))
+        assert cfg.training.recompute == mode, cell
+    with pytest.raises(validate.RowError, match=r"recompute='offload' is not one of none, selective, full"):
+        validate.row_config(base, dict(row, recompute="offload"))
+
+
 def test_a_gpu_outside_the_catalog_names_itself(compose):
     row = {"id": "r", "source": "Paper 2024", "model": "GPT", "layers": 24, "hidden": 2048, "ffn_hidden": 8192,
            "heads": 16, "seq_len": 2048, "vocab": 51200, "gpu": "V100", "precision": "fp16", "num_gpus": 8,

@@ -161,7 +161,9 @@ def row_precision(value) -> str:
         raise RowError(f"precision={value!r} is not modelled ({', '.join(PRECISIONS)}; any case, "
                        "a trailing '(inferred)' ignored)")
     return PRECISIONS[key]
-RECOMPUTE = {"none": "none", "selective": "selective", "full": "full"}
+# The recompute column's first word (sources annotate it: "selective:mla_up_proj", "none (mode
+# none)", "selective_op") -> the model's mode; "no" / "off" as tables print a disabled option.
+RECOMPUTE = {"none": "none", "no": "none", "off": "none", "selective": "selective", "full": "full"}
 
 
 VOCAB = [(r"llama.?3", 128256), (r"llama.?2", 32000), (r"nemotron", 256000), (r"neox", 50432), (r"", 51200)]
@@ -185,11 +187,16 @@ COUNTS_FROM_ZERO = {"zero_stage", "sp", "shared_experts", "dense_layers", "mtp_l
 MAX_COUNT = 1e15
 
 
+# What benchmark tables print in a number column that does not apply ("VP n/a" without
+# interleaving, "EP n/a" for a dense model): read as blank, so the documented default applies.
+NOT_APPLICABLE = {"n/a", "na", "-", "\u2013", "\u2014"}
+
+
 def _int(row, key, used: list[str], rule: int | None = None) -> int:
-    """``row[key]`` as an integer; where blank, ``rule`` (this row's value of the documented
-    rule in DEFAULTS[key]) or else the fixed default of DEFAULTS[key]."""
+    """``row[key]`` as an integer; where blank (or printed "n/a"), ``rule`` (this row's value of
+    the documented rule in DEFAULTS[key]) or else the fixed default of DEFAULTS[key]."""
     v = row.get(key)
-    if _blank(v):
+    if _blank(v) or (isinstance(v, str) and v.strip().lower() in NOT_APPLICABLE):
         if key not in DEFAULTS:
             raise RowError(f"{key} is blank and has no documented default")
         default = rule if rule is not None else DEFAULTS[key][0]
@@ -423,14 +430,13 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     else:
         whole_replica = 1
     tr.micro_batch = _int(row, "micro_batch", used, rule=whole_replica)
-    recompute = row.get("recompute")
-    if _blank(recompute):
+    cell = row.get("recompute")
+    if _blank(cell):
         used.append("recompute")
-        recompute = "none"  # place_rows raises it to the least recompute that fits
-    # Sources annotate the mode: "none (--recompute-num-layers 0)", "selective:mlp" -> its first word.
-    recompute = re.split(r"[\s:(]", str(recompute).strip(), maxsplit=1)[0].lower()
+        cell = "none"  # place_rows raises it to the least recompute that fits
+    recompute = re.split(r"[\s:(_/,;-]", str(cell).strip(), maxsplit=1)[0].lower()
     if recompute not in RECOMPUTE:
-        raise RowError(f"recompute={recompute!r} is not one of none, selective, full")
+        raise RowError(f"recompute={cell!r} is not one of none, selective, full (its first word; no, off = none)")
     tr.recompute = RECOMPUTE[recompute]
     tr.seq_parallel = bool(_int(row, "sp", used, rule=int(year >= 2022 and lay.tp > 1)))
     tr.precision = precision
