@@ -488,12 +488,12 @@ def test_moe_rows_are_placed_and_guarded_per_family(predicted_moe):
 
 
 def test_attention_spellings(compose):
-    """MHA, MQA and GQA with a sliding window are GQA shapes (kv_heads says how many KV heads);
+    """MHA, MQA and GQA with a sliding window or chunks are GQA shapes (kv_heads says how many KV heads);
     MLA needs its ranks; anything else is refused with a reason naming what is modelled."""
     moe = pd.read_csv(validation_file("runs_moe_dev.csv"))
     row = _row(moe, "nemofw_2504_mixtral_8x22b_gb200_fp8cs_n256")
     base = compose("task=validate")
-    for cell in ("GQA", "mha", "gqa+swa (sliding window 128, attention sinks)"):
+    for cell in ("GQA", "mha", "gqa+swa (sliding window 128, attention sinks)", "SWA", "chunked (8192)"):
         cfg, _ = validate.row_config(base, dict(row, attention=cell))
         assert cfg.model.n_kv_heads == row["kv_heads"], cell
     with pytest.raises(validate.RowError, match=r"attention='linear' is not modelled \(gqa, mha, mqa, mla\)"):

@@ -513,8 +513,9 @@ def _moe_columns(m: DictConfig, row: dict, used: list[str]) -> None:
     m.n_experts, m.top_k = _int(row, "experts", used), _int(row, "top_k", used)
     attention = "gqa" if _blank(row.get("attention")) else str(row["attention"]).strip().lower()
     # Multi-head and multi-query attention are GQA with kv_heads = heads or 1 (the kv_heads
-    # column says which); a sliding window or attention sinks ("gqa+swa") keep GQA's shapes.
-    attention = re.sub(r"^(mha|mqa|gqa)\b.*", "gqa", attention)
+    # column says which); a sliding window, chunked (local) attention or attention sinks
+    # ("gqa+swa", "swa", "chunked") keep GQA's shapes: the window's saving is not priced.
+    attention = re.sub(r"^(mha|mqa|gqa|swa|sliding|chunked|local)\b.*", "gqa", attention)
     # MLA with DeepSeek-V3.2's sparse attention ("mla+dsa") is placed with MLA's shapes: up to
     # 2048 tokens every query attends to every earlier key as in MLA; the 2048-key cap beyond
     # and the lightning indexer's cost (DeepSeek-V3.2-Exp report) are not priced.
