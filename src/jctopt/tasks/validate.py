@@ -110,8 +110,8 @@ DEFAULTS = {
 # The gpu column as sources print it -> the catalog key, where it is not one already. Case,
 # "-" or " " for "_", and a leading DGX/HGX system name are spelling ("DGX-GB200" is gb200), as
 # are the names below. An A100 or H100 of unstated memory or form factor is assumed to be the
-# 80 GB SXM part (the A100 40GB has the same peak and HBM bandwidth; an H100 PCIe would be
-# slower), and the row is marked as defaulted (GPU_ASSUMED).
+# 80 GB SXM part (the same peak as the A100 40GB, whose HBM is slower, 1.56 vs 2.0 TB/s; an
+# H100 PCIe would be slower), and the row is marked as defaulted (GPU_ASSUMED).
 GPU_SYNONYMS = {"a100_80g": "a100_80gb", "a100_40g": "a100_40gb", "h100_sxm5": "h100_sxm", "h100_sxm5_80gb": "h100_sxm",
                 "h100_80gb_sxm": "h100_sxm", "h200_sxm": "h200", "gb200_nvl72": "gb200", "gb300_nvl72": "gb300",
                 "b200_sxm": "b200", "b300_sxm": "b300", "dgx_h100": "h100_sxm", "hgx_h100": "h100_sxm"}
@@ -161,6 +161,8 @@ def row_precision(value) -> str:
         raise RowError(f"precision={value!r} is not modelled ({', '.join(PRECISIONS)}; any case, "
                        "a trailing '(inferred)' ignored)")
     return PRECISIONS[key]
+
+
 # The recompute column's first word (sources annotate it: "selective:mla_up_proj", "none (mode
 # none)", "selective_op") -> the model's mode; "no" / "off" as tables print a disabled option.
 RECOMPUTE = {"none": "none", "no": "none", "off": "none", "selective": "selective", "full": "full"}
@@ -751,7 +753,7 @@ def report(df: pd.DataFrame, runs: Path) -> str:
         lines += ["", "## Rows not placed", ""] + [f"- `{r.id}`: {r.reason}" for _, r in skipped.iterrows()]
     lines += ["", "## Defaults for blank cells", ""] + [f"- `{k}`: {v} ({why})" for k, (v, why) in DEFAULTS.items()]
     lines += ["- `gpu`: any case, '-' or ' ' for '_', a leading DGX/HGX ignored; `a100_class`, `a100`: a100_80gb "
-              "(same peak and HBM bandwidth); `h100`: h100_sxm",
+              "(the 40 GB part has the same peak, slower HBM); `h100`: h100_sxm",
               "- `inter_node=unknown_<X>gbps`: X Gbit/s per node over one RoCE NIC per GPU",
               "- MLP gated (SwiGLU) or not: whichever parameter count is nearer `params_b`",
               "- FlashAttention: on for sources from 2023 on, off before",
