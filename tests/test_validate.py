@@ -117,6 +117,8 @@ def test_table_spellings_of_layout_cells(compose):
     cfg, used = validate.row_config(base, row)
     assert cfg.layout.vpp == 1 and cfg.layout.ep == 1 and {"vpp", "ep"} <= set(used)
     assert cfg.training.recompute == "selective"
+    cfg, _ = validate.row_config(base, dict(row, kv_heads="n/a"))  # a column read as blank before _int
+    assert cfg.model.n_kv_heads == 16
     for cell, mode in (("Off", "none"), ("no (AC disabled)", "none"), ("full/uniform", "full")):
         cfg, _ = validate.row_config(base, dict(row, recompute=cell))
         assert cfg.training.recompute == mode, cell

@@ -175,8 +175,16 @@ class RowError(Exception):
     """This row cannot be placed; the message becomes its ``reason``."""
 
 
+# What benchmark tables print in a number column that does not apply ("VP n/a" without
+# interleaving, "EP n/a" for a dense model): read as blank, so the documented default applies.
+NOT_APPLICABLE = {"n/a", "na", "-", "\u2013", "\u2014"}
+
+
 def _blank(v) -> bool:
-    return v is None or (isinstance(v, float) and math.isnan(v)) or (isinstance(v, str) and not v.strip())
+    """Not stated: missing, NaN, empty, or printed as not applicable (NOT_APPLICABLE)."""
+    if isinstance(v, str):
+        return not v.strip() or v.strip().lower() in NOT_APPLICABLE
+    return v is None or (isinstance(v, float) and math.isnan(v))
 
 
 # Integer columns that may be 0; every other integer column (sizes, counts, parallel degrees) is >= 1.
@@ -189,16 +197,11 @@ COUNTS_FROM_ZERO = {"zero_stage", "sp", "shared_experts", "dense_layers", "mtp_l
 MAX_COUNT = 1e15
 
 
-# What benchmark tables print in a number column that does not apply ("VP n/a" without
-# interleaving, "EP n/a" for a dense model): read as blank, so the documented default applies.
-NOT_APPLICABLE = {"n/a", "na", "-", "\u2013", "\u2014"}
-
-
 def _int(row, key, used: list[str], rule: int | None = None) -> int:
     """``row[key]`` as an integer; where blank (or printed "n/a"), ``rule`` (this row's value of
     the documented rule in DEFAULTS[key]) or else the fixed default of DEFAULTS[key]."""
     v = row.get(key)
-    if _blank(v) or (isinstance(v, str) and v.strip().lower() in NOT_APPLICABLE):
+    if _blank(v):
         if key not in DEFAULTS:
             raise RowError(f"{key} is blank and has no documented default")
         default = rule if rule is not None else DEFAULTS[key][0]
