@@ -208,7 +208,8 @@ def test_deadline_scale_up_empty_tries_the_space_counts_only(compose):
 
 def test_blank_cells_read_as_nan_take_their_documented_defaults(compose):
     """A runs file mixing dense and MoE rows leaves inter_node or attention blank (NaN): the
-    reference fabric and GQA, not 'nan is not modelled'."""
+    reference fabric and GQA, not 'nan is not modelled'; MLA where the row names a catalog model
+    that has it (DeepSeek-V3)."""
     import pandas as pd
 
     from jctopt._resources import validation_file
@@ -216,9 +217,11 @@ def test_blank_cells_read_as_nan_take_their_documented_defaults(compose):
 
     row = pd.read_csv(validation_file("runs_moe_dev.csv")).iloc[0].to_dict()
     row.update(inter_node=float("nan"), attention=float("nan"), kv_lora_rank=float("nan"))
-    cfg, used = validate.row_config(compose("task=validate"), row)
+    cfg, used = validate.row_config(compose("task=validate"), dict(row, model="An MoE of our own"))
     assert cfg.fabric.name == validate.REFERENCE_FABRIC[cfg.gpu.name] and "inter_node" in used
     assert cfg.model.kv_lora_rank == 0  # GQA
+    named, used = validate.row_config(compose("task=validate"), row)  # "DeepSeekV3": the catalog's MLA
+    assert named.model.kv_lora_rank == 512 and "architecture" in used
 
 
 @pytest.mark.parametrize("name", ["x" * 300, "../gpu/h100_sxm", "h100_sxm/../b200"])

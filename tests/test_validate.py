@@ -71,7 +71,9 @@ def test_row_mapping_and_documented_defaults(compose):
     assert cfg.fabric.name == "ib_ndr400" and cfg.cluster.nics_per_node == 8
     assert cfg.training.precision == "fp8" and cfg.training.recompute == "none" and cfg.training.flash_attention
     assert cfg.training.fused_attention  # NeMo 2024: Transformer Engine's cuDNN attention
-    assert set(used) == {"vocab", "tp", "inter_node", "vpp", "recompute"}
+    assert set(used) == {"architecture", "tp", "inter_node", "vpp", "recompute"}  # vocab: the catalog's Llama 3 8B
+    llama2, used = validate.row_config(base, dict(row, model="Llama 2 13B"))  # not in the catalog: the family rule
+    assert llama2.model.vocab == 32000 and "vocab" in used and "architecture" not in used
     row.update(inter_node="roce_1600gbps_node", gpu="a100_class", source="Narayanan et al. 2021")
     cfg, used = validate.row_config(base, row)
     assert cfg.fabric.nic_gbit == 200.0 and cfg.gpu.name == "a100_80gb" and not cfg.training.flash_attention
@@ -567,3 +569,79 @@ def test_case_of_gpu_and_fabric_keys_and_mla_variants(compose):
     assert shouted.model.head_dim == plain.model.head_dim == 192
     fabric, _ = validate.row_config(base, dict(row, inter_node="IB_NDR400x8", gpus_per_node=8, gpu="b200"))
     assert fabric.fabric.name == "ib_ndr400" and fabric.cluster.nics_per_node == 8
+
+
+@pytest.mark.parametrize("cell, key", [("LLAMA3.1-405B", "llama3_405b"), ("Meta-Llama-3-70B", "llama3_70b"),
+                                       ("Llama 3.1 8B", "llama3_8b"), ("DeepSeekV3", "deepseek_v3"),
+                                       ("DeepSeek-V3 truncated to 4 layers", "deepseek_v3"),
+                                       ("Qwen3_30B_a3B", "qwen3_30b_a3b"), ("Qwen3-235B-A22B", "qwen3_235b_a22b"),
+                                       ("GPT-OSS-120B", "gpt_oss_120b"), ("Kimi-K2", "kimi_k2"),
+                                       ("Mixtral-8x22B", "mixtral_8x22b"), ("Llama4 Scout (17Bx16E)", "llama4_scout"),
+                                       ("Llama 2 70B", None), ("Llama 3 80B", None),
+                                       ("DeepSeek-V2 truncated to 4 layers", None), ("Nemotron-4 340B", None)])
+def test_model_cells_name_catalog_models(cell, key):
+    assert validate.catalog_model(cell) == key
+
+
+def test_blank_architecture_is_the_named_catalog_models(compose):
+    """A row that names a catalog model and leaves its architecture blank is placed with the
+    catalog's shapes (Llama 3.1 405B: 126 layers, 16384 wide, 8 KV heads; DeepSeek-V3: 256
+    experts of 2048, MLA with 192-wide query/key heads); a cell the row states is kept; a model
+    outside the catalog is still refused by the cell it lacks."""
+    base = compose("task=validate")
+    row = {"id": "r", "source": "A 2026 table", "model": "Llama 3.1 405B", "gpu": "gb300", "precision": "FP8",
+           "num_gpus": 256, "tp": 4, "pp": 8, "cp": 1, "vpp": 4, "global_batch": 1536, "recompute": "none"}
+    cfg, used = validate.row_config(base, row)
+    m = cfg.model
+    assert (m.n_layers, m.hidden, m.ffn_hidden, m.n_heads, m.n_kv_heads, m.vocab, m.seq_len) == (
+        126, 16384, 53248, 128, 8, 128256, 8192)
+    assert "architecture" in used and m.glu
+    truncated, _ = validate.row_config(base, dict(row, layers=8))
+    assert truncated.model.n_layers == 8 and truncated.model.hidden == 16384
+    ds, _ = validate.row_config(base, dict(row, model="DeepSeek-V3", tp=1, pp=4, ep=64, vpp=None))
+    d = ds.model
+    assert (d.n_experts, d.top_k, d.moe_ffn_hidden, d.n_shared_experts, d.n_dense_layers) == (256, 8, 2048, 1, 3)
+    assert (d.head_dim, d.v_head_dim, d.kv_lora_rank, d.q_lora_rank, d.qk_rope_head_dim) == (192, 128, 512, 1536, 64)
+    assert d.mtp_layers == 0  # mtp_layers keeps its own rule: blank is none
+    with pytest.raises(validate.RowError, match="layers is blank and has no documented default"):
+        validate.row_config(base, dict(row, model="Nemotron-4 340B"))
+
+
+@pytest.mark.parametrize("cell, precision", [("FP8 hybrid", "fp8"), ("FP8 delayed scaling", "fp8"),
+                                             ("MX FP8", "mxfp8"), ("BF16 mixed", "bf16")])
+def test_qualified_precision_cells_read_by_their_first_word(cell, precision):
+    assert validate.row_precision(cell) == precision
+
+
+def test_blank_precision_and_module_list_recompute_and_generic_fabrics(compose):
+    """Blank precision is bf16 (documented, marked); a recompute cell that lists Megatron's
+    recompute modules is selective; an inter_node key of the documented form names its NIC rate
+    and count (ib_xdr800x4: a GB300 tray's four ConnectX-8 NICs), one NIC per GPU without a count."""
+    base = compose("task=validate")
+    row = {"id": "r", "source": "A 2026 table", "model": "Llama 3 8B", "gpu": "gb300", "precision": None,
+           "gpus_per_node": 4, "num_gpus": 8, "tp": 1, "pp": 1, "global_batch": 128, "recompute": "mla_up_proj,mlp,moe"}
+    cfg, used = validate.row_config(base, row)
+    assert cfg.training.precision == "bf16" and "precision" in used
+    assert cfg.training.recompute == "selective"
+    for key, fabric, node_gbit in (("ib_xdr800x4", "ib_xdr800", 3200), ("IB_NDR400", "ib_ndr400", 1600),
+                                   ("roce200x4", "roce400", 800), ("ib_hdr200x2", "ib_hdr200", 400)):
+        cfg, _ = validate.row_config(base, dict(row, inter_node=key))
+        assert cfg.fabric.name == fabric, key
+        assert cfg.fabric.nic_gbit * cfg.cluster.nics_per_node == pytest.approx(node_gbit), key
+    with pytest.raises(validate.RowError, match=r"inter_node='slingshot11' is not modelled"):
+        validate.row_config(base, dict(row, inter_node="slingshot11"))
+
+
+def test_blank_etp_keeps_experts_whole_where_tp_wide_experts_cannot_fit_the_ep_group(compose):
+    """Qwen3-235B-A22B on 256 H100s at tp 2, pp 8, ep 32 (Megatron-Bridge's layout): a stage's 32
+    GPUs hold ep 32 only with whole experts, so a blank etp is 1 there (marked), tp where it fits;
+    etp stated 2 is refused by name."""
+    base = compose("task=validate")
+    row = {"id": "r", "source": "A 2026 table", "model": "Qwen3-235B-A22B", "gpu": "h100_sxm", "precision": "FP8",
+           "num_gpus": 256, "tp": 2, "pp": 8, "cp": 1, "ep": 32, "vpp": 4, "global_batch": 8192}
+    cfg, used = validate.row_config(base, row)
+    assert cfg.layout.etp == 1 and "etp" in used
+    fits, used = validate.row_config(base, dict(row, ep=16))
+    assert fits.layout.etp is None and "etp" not in used  # tp, Megatron-Core's default
+    with pytest.raises(ConfigError, match=r"layout.ep=32 is not allowed"):
+        to_config(validate.row_config(base, dict(row, etp=2))[0])

@@ -516,8 +516,8 @@ def catalog_names(group: str) -> list[str]:
 
 
 def load_option(group: str, name: str) -> DictConfig:
-    """One catalog entry, e.g. ``load_option("gpu", "b200")``, typed by its schema."""
-    schema = {"gpu": GPUConf, "fabric": FabricConf}[group]
+    """One catalog entry, e.g. ``load_option("gpu", "b200")`` or ``("model", "deepseek_v3")``, typed by its schema."""
+    schema = {"gpu": GPUConf, "fabric": FabricConf, "model": ModelConf}[group]
     # Looked up among the catalog's names, never built into a path: any string (a long or
     # odd cell of a runs file) is either a catalog entry or a ConfigError.
     options = catalog_names(group)

@@ -29,6 +29,7 @@ from .._jct import STEP_PARTS, Reason, estimate, estimate_batch, unmasked_step
 from .._resources import validation_file
 from .._types import stack
 from .._uncertainty import step_interval
+from ._catalog_models import architecture_cells, catalog_model
 from ._risk import check_confidence, error_basis, log_quantiles
 from ._output import pyplot, save_plot
 
@@ -64,6 +65,9 @@ DEFAULTS = {
            "(Korthikanti et al. 2022 introduced it); off before 2022 and at tp = 1"),
     "cp": (1, "no context parallelism unless stated"),
     "ep": (1, "dense model"),
+    "etp": ("tp; 1 where ep x tp does not divide a stage's GPUs", "Megatron-Core's --expert-tensor-parallel-size "
+            "defaults to tp; a run whose expert-parallel group could not also split each expert tp ways kept its "
+            "experts whole (etp 1, MoE parallel folding), as Megatron-Bridge's MoE recipes set it"),
     "ep_comm_overlap": ("on from 2025 in Megatron-Core stacks", "MoE all-to-alls behind another micro-batch's "
                         "compute where the notes name neither a2a_overlap nor DualPipe: Megatron-Core's "
                         "--overlap-moe-expert-parallel-comm (2025), in NeMo, Megatron-LM and Megatron-Bridge rows; "
@@ -103,6 +107,12 @@ DEFAULTS = {
            "the model-parallel split of Narayanan et al. 2021 Table 1 (TP within the 8-GPU node); where a row "
            "states none of tp, pp, dp: the (tp, pp) the model finds fastest among those that fit in memory, tp "
            "within the NVLink domain (the run was measured, so it fit, and published runs are tuned)"),
+    "precision": ("bf16", "mixed precision with bf16 GEMMs, the default of every 2022-2026 training stack; fp8 "
+                  "only where a row says so"),
+    "architecture": ("the catalog model the row names", "layers, widths, heads, vocabulary, sequence length, experts "
+                     "and MLA ranks a row leaves blank are those of the conf/model entry its model cell names "
+                     "(Llama 3/3.1 8B, 70B, 405B, Llama 4 Scout/Maverick, DeepSeek-V3, Kimi K2, Qwen3-30B-A3B, "
+                     "Qwen3-235B-A22B, gpt-oss-120b, Mixtral 8x7B/8x22B, GPT-3 175B; each file cites its config)"),
     "inter_node": ("the GPU's reference system", "A100: 8 x HDR200 IB; H100/H200/H800, B200 and GB200: NDR400 IB "
                    "(ConnectX-7; DGX B200 and DGX GB200 user guides: one 400 Gb/s port per GPU); B300/GB300: "
                    "XDR800 IB (ConnectX-8); one NIC per GPU (DGX/HGX reference designs)"),
@@ -157,6 +167,9 @@ PRECISIONS = {"bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "fp16-or-bf16"
 def row_precision(value) -> str:
     """The model's precision for a CSV cell, or RowError naming the accepted spellings."""
     key = re.sub(r"[_\s]+", "-", re.sub(r"\s*\([^)]*\)\s*$", "", str(value).strip()).lower())
+    if key not in PRECISIONS:  # a qualified first word ("FP8 hybrid", "BF16 mixed"); FP8 with MX is MXFP8
+        words = key.split("-")
+        key = "mxfp8" if "mx" in words and {"fp8", "float8"} & set(words) else words[0]
     if key not in PRECISIONS:
         raise RowError(f"precision={value!r} is not modelled ({', '.join(PRECISIONS)}; any case, "
                        "a trailing '(inferred)' ignored)")
@@ -166,6 +179,9 @@ def row_precision(value) -> str:
 # The recompute column's first word (sources annotate it: "selective:mla_up_proj", "none (mode
 # none)", "selective_op") -> the model's mode; "no" / "off" as tables print a disabled option.
 RECOMPUTE = {"none": "none", "no": "none", "off": "none", "selective": "selective", "full": "full"}
+# A cell that lists Megatron-Core's --recompute-modules without the granularity ("mla_up_proj,mlp,
+# moe", "core_attn") names selective recompute, which those modules refine; first words as read.
+RECOMPUTE_MODULES = {"core", "mla", "mlp", "moe", "layernorm", "shared"}
 
 
 VOCAB = [(r"llama.?3", 128256), (r"llama.?2", 32000), (r"nemotron", 256000), (r"neox", 50432), (r"", 51200)]
@@ -343,6 +359,7 @@ def _hybrid_shard(row, year: int) -> bool | None:
 def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     """The Hydra config of one CSV row, and the defaults it needed."""
     used: list[str] = []
+    row = _with_catalog_architecture(row, used)
     cfg = copy.deepcopy(base)
     gpu, aliased = row_gpu(row["gpu"])
     if aliased:
@@ -351,7 +368,9 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
         cfg.gpu = load_option("gpu", gpu)
     except ConfigError:
         raise RowError(f"gpu={row['gpu']!r} is not in the catalog (conf/gpu)") from None
-    precision = row_precision(row["precision"])
+    if _blank(row.get("precision")):
+        used.append("precision")
+    precision = "bf16" if _blank(row.get("precision")) else row_precision(row["precision"])
     # A blank cell (read as NaN) is "unknown": the GPU's reference fabric.
     inter = "unknown" if _blank(row.get("inter_node")) else str(row["inter_node"]).strip().lower()
     gpn = _int(row, "gpus_per_node", used, rule=int(cfg.gpu.nvlink_domain))
@@ -367,8 +386,15 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
         # count); per GPU where the notes say so ("backend RDMA 400 Gb/s per GPU").
         per_gpu = re.search(rf"\b{m.group(1)} ?Gb(?:it)?(?:/s|ps) per GPU", str(row.get("notes", "")), re.IGNORECASE)
         fabric, gbit, nics = "roce400", float(m.group(1)) / (1 if per_gpu else gpn), gpn
+    elif m := re.fullmatch(r"(ib|roce)_?(?:[a-z]dr)?(\d+)(?:g|gbps)?(?:x(\d+))?", inter):
+        # Other keys of the documented form: InfiniBand or RoCE, NIC rate (Gbit/s), NICs per
+        # node (one per GPU where no count is given), e.g. ib_xdr800x4 for a GB300 tray.
+        gbit, nics = float(m.group(2)), int(m.group(3)) if m.group(3) else gpn
+        ib = "ib_hdr200" if gbit <= 200 else "ib_ndr400" if gbit <= 400 else "ib_xdr800"
+        fabric = "roce400" if m.group(1) == "roce" else ib
     else:
-        raise RowError(f"inter_node={inter!r} is not modelled")
+        raise RowError(f"inter_node={inter!r} is not modelled (ib_<gen><Gbit/s>x<NICs per node>, "
+                       "roce<Gbit/s>x<NICs>, unknown_<Gbit/s per node>gbps, omnipath, unknown)")
     cfg.fabric = load_option("fabric", fabric)
     if gbit is not None:
         cfg.fabric.nic_gbit = gbit
@@ -417,6 +443,10 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     # --expert-tensor-parallel-size; etp 1 at tp > 1 keeps experts whole and lets EP span the
     # TP ranks (MoE parallel folding, _experts).
     lay.etp = None if m.n_experts == 1 or _blank(row.get("etp")) else _int(row, "etp", [])
+    stage_ranks = lay.n_gpus // lay.pp  # tp x cp x dp
+    if m.n_experts > 1 and lay.etp is None and stage_ranks % (lay.tp * lay.ep) and stage_ranks % lay.ep == 0:
+        lay.etp = 1  # DEFAULTS["etp"]: tp-wide experts would not fit the EP group the run had
+        used.append("etp")
     if lay.pp == 1 and lay.vpp > 1:
         raise RowError(f"vpp={lay.vpp} with pp=1")
     if lay.etp is not None and (lay.etp < 1 or lay.tp % lay.etp):
@@ -440,8 +470,10 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
         used.append("recompute")
         cell = "none"  # place_rows raises it to the least recompute that fits
     recompute = re.split(r"[\s:(_/,;-]", str(cell).strip(), maxsplit=1)[0].lower()
+    recompute = "selective" if recompute in RECOMPUTE_MODULES else recompute
     if recompute not in RECOMPUTE:
-        raise RowError(f"recompute={cell!r} is not one of none, selective, full (its first word; no, off = none)")
+        raise RowError(f"recompute={cell!r} is not one of none, selective, full (its first word; no, off = none; "
+                       "a list of Megatron recompute modules = selective)")
     tr.recompute = RECOMPUTE[recompute]
     tr.seq_parallel = bool(_int(row, "sp", used, rule=int(year >= 2022 and lay.tp > 1)))
     tr.precision = precision
@@ -508,6 +540,16 @@ def source_year(row: dict) -> int:
     years = [int(y) for y in re.findall(r"\b(20\d\d)\b", text)]
     years += [2000 + int(y) for y in re.findall(r"(?:\b|nemo:)(2[2-9])\.(?:0[1-9]|1[0-2])\b", text)]
     return max((y for y in years if y <= LATEST_YEAR), default=2024)
+
+
+def _with_catalog_architecture(row: dict, used: list[str]) -> dict:
+    """``row`` with its blank architecture cells taken from the catalog model its ``model`` cell
+    names (DEFAULTS["architecture"]); unchanged where it names none."""
+    key = catalog_model(row.get("model", ""))
+    filled = {} if key is None else {k: v for k, v in architecture_cells(key).items() if _blank(row.get(k))}
+    if filled:
+        used.append("architecture")
+    return {**row, **filled}
 
 
 def _moe_columns(m: DictConfig, row: dict, used: list[str]) -> None:

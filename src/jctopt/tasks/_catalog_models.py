@@ -1,0 +1,50 @@
+"""A runs row's architecture from the model catalog (``conf/model``) where its cells are blank.
+
+Benchmark tables name a well-known model ("Llama 3.1 405B", "DeepSeek-V3", "Qwen3-235B-A22B")
+and print the layout, not the architecture. Where a row names a catalog model, each blank
+architecture cell takes the catalog's value (each model file cites the config it copies);
+cells the row states are kept. A model the catalog lacks leaves the cells blank (and the row
+is refused by the cell it lacks).
+"""
+
+from __future__ import annotations
+
+import re
+
+from .._config import load_option
+
+# Catalog key -> the model-column spellings it answers to (case and separators ignored). Llama
+# 3.1 and 3.3 keep Llama 3's shapes (Dubey et al. 2024, Table 3); DeepSeek-V3.1/V3.2 keep V3's.
+NAMES = {
+    "llama3_405b": r"llama ?3(\.[13])? ?405b", "llama3_70b": r"llama ?3(\.[13])? ?70b",
+    "llama3_8b": r"llama ?3(\.1)? ?8b", "deepseek_v3": r"deepseek ?v3(\.\d)?", "kimi_k2": r"kimi ?k2",
+    "qwen3_30b_a3b": r"qwen ?3 ?30b ?a3b", "qwen3_235b_a22b": r"qwen ?3 ?235b ?a22b",
+    "gpt_oss_120b": r"gpt ?oss ?120b", "llama4_scout": r"llama ?4 ?scout", "llama4_maverick": r"llama ?4 ?maverick",
+    "mixtral_8x7b": r"mixtral ?8x7b", "mixtral_8x22b": r"mixtral ?8x22b", "gpt3_175b": r"gpt ?3 ?175b",
+}
+
+
+def catalog_model(name) -> str | None:
+    """The catalog key whose model a ``model`` cell names, or None."""
+    text = re.sub(r"[\s_\-]+", " ", str(name).strip().lower())
+    text = re.sub(r"(\d) b\b", r"\1b", text)  # "405 B" is "405b"
+    return next((key for key, pattern in NAMES.items() if re.search(rf"(?<![a-z0-9]){pattern}(?![a-z0-9])", text)),
+                None)
+
+
+def architecture_cells(key: str) -> dict:
+    """The runs-CSV architecture columns of catalog model ``key`` (runs_moe_dev.csv's
+    conventions: ``qk_head_dim`` without the RoPE part under MLA, ``attention`` gqa or mla)."""
+    m = load_option("model", key)
+    mla = m.kv_lora_rank > 0
+    cells = {"layers": m.n_layers, "hidden": m.hidden, "ffn_hidden": m.ffn_hidden, "heads": m.n_heads,
+             "kv_heads": m.n_kv_heads or m.n_heads, "vocab": m.vocab, "seq_len": m.seq_len,
+             "experts": m.n_experts, "top_k": m.top_k, "moe_ffn_hidden": m.moe_ffn_hidden or m.ffn_hidden,
+             "shared_experts": m.n_shared_experts, "dense_layers": m.n_dense_layers,
+             "attention": "mla" if mla else "gqa"}
+    if m.head_dim is not None:
+        cells["qk_head_dim"] = m.head_dim - m.qk_rope_head_dim
+    if mla:
+        cells.update(q_lora_rank=m.q_lora_rank, kv_lora_rank=m.kv_lora_rank, qk_rope_head_dim=m.qk_rope_head_dim,
+                     v_head_dim=m.v_head_dim or m.head_dim)
+    return cells
