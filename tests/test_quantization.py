@@ -90,6 +90,10 @@ def test_nvfp4_gemm_runs_the_recipes_bf16_share_at_the_bf16_rate(config):
     expected = flops * (0.84 / fp4 + 0.16 / bf16) / shape
     rate = C.matmul_peak_flops(g, cfg.train)
     assert float(C.gemm_time(16384.0, 8192.0, 8192.0, rate, g)) == pytest.approx(expected, rel=1e-9)
+    # Megatron-Bridge's benchmark recipe keeps no layer in BF16: every FLOP at the fp4 rate.
+    allfp4 = config("gpu=gb300", "training.precision=nvfp4", "training.nvfp4_bf16_share=0")
+    rate = C.matmul_peak_flops(allfp4.gpu, allfp4.train)
+    assert float(C.gemm_time(16384.0, 8192.0, 8192.0, rate, g)) == pytest.approx(flops / fp4 / shape, rel=1e-9)
 
 
 def test_nvfp4_runs_on_blackwell_ultra_and_is_masked_on_hopper(config):

@@ -645,3 +645,19 @@ def test_blank_etp_keeps_experts_whole_where_tp_wide_experts_cannot_fit_the_ep_g
     assert fits.layout.etp is None and "etp" not in used  # tp, Megatron-Core's default
     with pytest.raises(ConfigError, match=r"layout.ep=32 is not allowed"):
         to_config(validate.row_config(base, dict(row, etp=2))[0])
+
+
+def test_nvfp4_rows_keep_the_bf16_layers_their_recipe_names(compose):
+    """Megatron-Bridge's NVFP4 benchmark recipe (bf16_with_nvfp4_mixed) keeps no layer in BF16;
+    Nemotron 3 Super's keeps its last 14 (num_layers_at_end_in_bf16=14); a stack without such a
+    recipe takes the NVFP4 paper's 16 % (the training preset)."""
+    base = compose("task=validate")
+    row = {"id": "r", "source": "Megatron-Bridge docs/performance-summary.md, 26.06 NeMo Container",
+           "model": "Llama 3 70B", "gpu": "gb300", "precision": "NVFP4", "num_gpus": 64, "tp": 1, "pp": 4, "cp": 1,
+           "vpp": 5, "global_batch": 256, "recompute": "none"}
+    cfg, used = validate.row_config(base, row)
+    assert cfg.training.nvfp4_bf16_share == 0.0 and "nvfp4_bf16_share" in used
+    cfg, used = validate.row_config(base, dict(row, notes="first_last_layers_bf16=True; num_layers_at_end_in_bf16=14"))
+    assert cfg.training.nvfp4_bf16_share == pytest.approx(14 / 80) and "nvfp4_bf16_share" not in used
+    cfg, _ = validate.row_config(base, dict(row, source="pytorch/torchtitan benchmarks (2026)"))
+    assert cfg.training.nvfp4_bf16_share == pytest.approx(base.training.nvfp4_bf16_share) == pytest.approx(0.16)

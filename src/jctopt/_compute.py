@@ -186,11 +186,6 @@ def dense_peak_tflops(g: GPUSpec, t: Training):
                      jnp.where(t.low_precision >= 1, g.peak_fp8_tflops, g.peak_bf16_tflops))
 
 
-# The NVFP4 pre-training recipe keeps about 16 % of the linear layers in BF16 for stability
-# (NVIDIA 2025, "Pretraining LLMs with NVFP4", arXiv:2509.25149: selective high-precision layers).
-NVFP4_BF16_SHARE = 0.16
-
-
 def bf16_matmul_flops(g: GPUSpec):
     """Achievable bf16 GEMM FLOP/s for large shapes: peak x MAMF fraction."""
     return 1e12 * g.peak_bf16_tflops * g.matmul_eff
@@ -199,10 +194,13 @@ def bf16_matmul_flops(g: GPUSpec):
 def matmul_peak_flops(g: GPUSpec, t: Training):
     """Achievable GEMM FLOP/s for large shapes: peak x best measured fraction (MAMF). NVFP4
     GEMMs are taken to reach fp8's fraction of their own peak (no fp4 MAMF is published); the
-    recipe's BF16 share of the layers runs at the bf16 rate (the rates combine harmonically)."""
+    recipe's BF16 share of the layers (``nvfp4_bf16_share``: ~16 % in the NVFP4 pre-training
+    recipe, NVIDIA 2025, arXiv:2509.25149, for stability) runs at the bf16 rate (the rates
+    combine harmonically)."""
     eff = jnp.where(t.low_precision >= 1, g.fp8_matmul_eff, g.matmul_eff)
     rate = 1e12 * dense_peak_tflops(g, t) * eff
-    nvfp4 = 1.0 / ((1.0 - NVFP4_BF16_SHARE) / rate + NVFP4_BF16_SHARE / bf16_matmul_flops(g))
+    share = t.nvfp4_bf16_share
+    nvfp4 = 1.0 / ((1.0 - share) / rate + share / bf16_matmul_flops(g))
     return jnp.where(t.low_precision >= 2, nvfp4, rate)
 
 

@@ -166,6 +166,9 @@ class TrainingConf:
     # Layers per pipeline stage whose stored activations are offloaded to host memory (Megatron-Core
     # --cpu-offloading-num-layers, _offload); 0 = none
     offload_layers: int = 0
+    # Under NVFP4, the share of the transformer layers whose linear layers stay in BF16: the NVFP4
+    # pre-training recipe keeps ~16 % (arXiv:2509.25149); Megatron-Bridge's performance recipes none.
+    nvfp4_bf16_share: float = 0.16
     reserved_gb: float = 4.0
 
 
@@ -372,7 +375,7 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
                 _fail(f"{group}.{key}", value, "a finite number >= 0")
     for key in ("gpu.matmul_eff", "gpu.fp8_matmul_eff", "gpu.mem_eff", "gpu.nvlink_eff",
                 "gpu.nvls_eff", "fabric.nic_eff", "cluster.power_frac", "training.overlap_eta",
-                "training.zero3_overlap_eta", "training.grad_compression"):
+                "training.zero3_overlap_eta", "training.grad_compression", "training.nvfp4_bf16_share"):
         group, name = key.split(".")
         value = cfg[group][name]
         if not 0 <= value <= 1:

@@ -109,6 +109,11 @@ DEFAULTS = {
            "within the NVLink domain (the run was measured, so it fit, and published runs are tuned)"),
     "precision": ("bf16", "mixed precision with bf16 GEMMs, the default of every 2022-2026 training stack; fp8 "
                   "only where a row says so"),
+    "nvfp4_bf16_share": ("0 in Megatron-Core stacks, else 0.16; the layers the notes name",
+                         "NVFP4 rows: Megatron-Bridge's and NeMo's benchmark recipe (bf16_with_nvfp4_mixed) quantizes "
+                         "every transformer layer (first_last_layers_bf16 off) unless its notes give "
+                         "num_layers_at_start/end_in_bf16 (Nemotron 3 Super: the last 14); elsewhere the NVFP4 "
+                         "pre-training recipe's ~16 % of the layers in BF16 (arXiv:2509.25149)"),
     "architecture": ("the catalog model the row names", "layers, widths, heads, vocabulary, sequence length, experts "
                      "and MLA ranks a row leaves blank are those of the conf/model entry its model cell names "
                      "(Llama 3/3.1 8B, 70B, 405B, Llama 4 Scout/Maverick, DeepSeek-V3, Kimi K2, Qwen3-30B-A3B, "
@@ -500,6 +505,8 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     if _moe_layers_graphed(row):
         tr.moe_host_s = 0.0
     tr.offload_layers = _stated_offload_layers(row) or 0
+    if precision == "nvfp4":
+        tr.nvfp4_bf16_share = _nvfp4_bf16_share(row, m.n_layers, tr.nvfp4_bf16_share, used)
     if m.n_experts > 1 and not named:
         used.append("ep_comm_overlap")
     # llm-foundry's MPT runs under Composer, which updates its two train metrics (cross-entropy,
@@ -621,6 +628,20 @@ def _place(base: DictConfig, row: dict):
             rc.training.recompute, rc.training.offload_layers = "none", int(offloaded.train.offload_layers)
             return offloaded, rc, used + ["offload_layers"]
     return config, rc, used
+
+
+def _nvfp4_bf16_share(row: dict, layers: int, recipe_default: float, used: list[str]) -> float:
+    """Share of the layers an NVFP4 row keeps in BF16 (DEFAULTS["nvfp4_bf16_share"]): the first and
+    last layers its notes name (Megatron's ``num_layers_at_start_in_bf16`` / ``..._at_end_...``);
+    else none in Megatron-Core stacks, whose benchmark recipe (Megatron-Bridge
+    ``bf16_with_nvfp4_mixed``: first_last_layers_bf16 False) quantizes every transformer layer,
+    and the NVFP4 pre-training recipe's share elsewhere."""
+    notes = str(row.get("notes", ""))
+    named = [int(n) for n in re.findall(r"num_layers_at_(?:start|end)_in_bf16\W*(\d+)", notes)]
+    if named:
+        return min(sum(named) / layers, 1.0)
+    used.append("nvfp4_bf16_share")
+    return 0.0 if _megatron_core_stack(row) else recipe_default
 
 
 def _stated_offload_layers(row: dict) -> int | None:
