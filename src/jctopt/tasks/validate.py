@@ -375,7 +375,9 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
         raise RowError(f"gpu={row['gpu']!r} is not in the catalog (conf/gpu)") from None
     if _blank(row.get("precision")):
         used.append("precision")
-    precision = "bf16" if _blank(row.get("precision")) else row_precision(row["precision"])
+        precision = "bf16"
+    else:
+        precision = row_precision(row["precision"])
     # A blank cell (read as NaN) is "unknown": the GPU's reference fabric.
     inter = "unknown" if _blank(row.get("inter_node")) else str(row["inter_node"]).strip().lower()
     gpn = _int(row, "gpus_per_node", used, rule=int(cfg.gpu.nvlink_domain))
