@@ -578,7 +578,9 @@ def test_case_of_gpu_and_fabric_keys_and_mla_variants(compose):
                                        ("GPT-OSS-120B", "gpt_oss_120b"), ("Kimi-K2", "kimi_k2"),
                                        ("Mixtral-8x22B", "mixtral_8x22b"), ("Llama4 Scout (17Bx16E)", "llama4_scout"),
                                        ("Llama 2 70B", None), ("Llama 3 80B", None),
-                                       ("DeepSeek-V2 truncated to 4 layers", None), ("Nemotron-4 340B", None)])
+                                       ("DeepSeek-V2 truncated to 4 layers", None), ("Nemotron-4 340B", "nemotron4_340b"),
+                                       ("Nemotron-15B", "nemotron4_15b"), ("Grok-1", "grok1_314b"),
+                                       ("Nemotron-H-56B", None), ("Nemotron-3-Super", None)])
 def test_model_cells_name_catalog_models(cell, key):
     assert validate.catalog_model(cell) == key
 
@@ -604,7 +606,7 @@ def test_blank_architecture_is_the_named_catalog_models(compose):
     assert (d.head_dim, d.v_head_dim, d.kv_lora_rank, d.q_lora_rank, d.qk_rope_head_dim) == (192, 128, 512, 1536, 64)
     assert d.mtp_layers == 0  # mtp_layers keeps its own rule: blank is none
     with pytest.raises(validate.RowError, match="layers is blank and has no documented default"):
-        validate.row_config(base, dict(row, model="Nemotron-4 340B"))
+        validate.row_config(base, dict(row, model="Nemotron-H 56B"))
 
 
 @pytest.mark.parametrize("cell, precision", [("FP8 hybrid", "fp8"), ("FP8 delayed scaling", "fp8"),

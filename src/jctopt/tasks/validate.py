@@ -117,7 +117,8 @@ DEFAULTS = {
     "architecture": ("the catalog model the row names", "layers, widths, heads, vocabulary, sequence length, experts "
                      "and MLA ranks a row leaves blank are those of the conf/model entry its model cell names "
                      "(Llama 3/3.1 8B, 70B, 405B, Llama 4 Scout/Maverick, DeepSeek-V3, Kimi K2, Qwen3-30B-A3B, "
-                     "Qwen3-235B-A22B, gpt-oss-120b, Mixtral 8x7B/8x22B, GPT-3 175B; each file cites its config)"),
+                     "Qwen3-235B-A22B, gpt-oss-120b, Mixtral 8x7B/8x22B, GPT-3 175B, Grok-1, Nemotron-4 15B/340B; each "
+                     "file cites its config)"),
     "inter_node": ("the GPU's reference system", "A100: 8 x HDR200 IB; H100/H200/H800, B200 and GB200: NDR400 IB "
                    "(ConnectX-7; DGX B200 and DGX GB200 user guides: one 400 Gb/s port per GPU); B300/GB300: "
                    "XDR800 IB (ConnectX-8); one NIC per GPU (DGX/HGX reference designs)"),
