@@ -606,7 +606,7 @@ def test_blank_architecture_is_the_named_catalog_models(compose):
     assert (d.head_dim, d.v_head_dim, d.kv_lora_rank, d.q_lora_rank, d.qk_rope_head_dim) == (192, 128, 512, 1536, 64)
     assert d.mtp_layers == 0  # mtp_layers keeps its own rule: blank is none
     with pytest.raises(validate.RowError, match="layers is blank and has no documented default"):
-        validate.row_config(base, dict(row, model="Nemotron-H 56B"))
+        validate.row_config(base, dict(row, model="Falcon 180B"))
 
 
 @pytest.mark.parametrize("cell, precision", [("FP8 hybrid", "fp8"), ("FP8 delayed scaling", "fp8"),
@@ -663,3 +663,22 @@ def test_nvfp4_rows_keep_the_bf16_layers_their_recipe_names(compose):
     assert cfg.training.nvfp4_bf16_share == pytest.approx(14 / 80) and "nvfp4_bf16_share" not in used
     cfg, _ = validate.row_config(base, dict(row, source="pytorch/torchtitan benchmarks (2026)"))
     assert cfg.training.nvfp4_bf16_share == pytest.approx(base.training.nvfp4_bf16_share) == pytest.approx(0.16)
+
+
+@pytest.mark.parametrize("model, attention, hybrid", [
+    ("Nemotron-H-56B", "gqa", True), ("Nemotron_3_Nano", None, True), ("Nemotron_3_5_Lightning", None, True),
+    ("NemotronH 8B", None, True), ("Some model", "mamba hybrid", True), ("Jamba 1.5", None, True),
+    ("Nemotron-4 340B", "gqa", False), ("Nemotron-15B", None, False), ("Llama-3.3-Nemotron-Super-49B", None, False),
+    ("Llama 3 70B", "gqa", False)])
+def test_hybrid_mamba_models_are_refused_by_name(compose, model, attention, hybrid):
+    """Nemotron-H and Nemotron 3 interleave Mamba-2 mixers with a few attention layers; the
+    model prices transformers only, so such a row is refused naming why, not priced as if every
+    layer attended (Nemotron-4 and the Llama-based Nemotrons are transformers)."""
+    assert (validate.hybrid_mamba(model) or validate.hybrid_mamba(attention or "")) == hybrid
+    if hybrid:
+        row = {"id": "r", "source": "A 2026 table", "model": model, "attention": attention, "layers": 118,
+               "hidden": 8192, "ffn_hidden": 32768, "heads": 64, "kv_heads": 8, "seq_len": 8192, "vocab": 131072,
+               "gpu": "gb200", "precision": "FP8", "num_gpus": 128, "tp": 4, "pp": 1, "global_batch": 384}
+        with pytest.raises(validate.RowError, match=r"is a hybrid Mamba-2 model \(Nemotron-H, Nemotron 3\): "
+                                                    r"Mamba-2 layers are not modelled"):
+            validate.row_config(compose("task=validate"), row)

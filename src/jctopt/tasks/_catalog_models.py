@@ -25,10 +25,26 @@ NAMES = {
 }
 
 
+# Hybrid Mamba-2 / attention models (NVIDIA Nemotron-H, Nemotron 3): most of their layers are
+# Mamba-2 mixers (Dao & Gu 2024), which the model does not price; a row naming one is refused
+# rather than priced as a transformer with attention in every layer.
+HYBRID_MAMBA = r"nemotron ?(h|3(\.\d)?)(?![a-z0-9])|mamba|jamba|zamba|hymba|samba"
+
+
+def hybrid_mamba(name) -> bool:
+    """Whether a ``model`` (or ``attention``) cell names a hybrid Mamba-2 model."""
+    return bool(re.search(rf"(?<![a-z0-9])(?:{HYBRID_MAMBA})", _spelling(name)))
+
+
+def _spelling(name) -> str:
+    """A cell lower-cased, separators as single spaces, "405 B" as "405b"."""
+    text = re.sub(r"[\s_\-]+", " ", str(name).strip().lower())
+    return re.sub(r"(\d) b\b", r"\1b", text)
+
+
 def catalog_model(name) -> str | None:
     """The catalog key whose model a ``model`` cell names, or None."""
-    text = re.sub(r"[\s_\-]+", " ", str(name).strip().lower())
-    text = re.sub(r"(\d) b\b", r"\1b", text)  # "405 B" is "405b"
+    text = _spelling(name)
     return next((key for key, pattern in NAMES.items() if re.search(rf"(?<![a-z0-9]){pattern}(?![a-z0-9])", text)),
                 None)
 

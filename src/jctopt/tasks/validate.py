@@ -29,7 +29,7 @@ from .._jct import STEP_PARTS, Reason, estimate, estimate_batch, unmasked_step
 from .._resources import validation_file
 from .._types import stack
 from .._uncertainty import step_interval
-from ._catalog_models import architecture_cells, catalog_model
+from ._catalog_models import architecture_cells, catalog_model, hybrid_mamba
 from ._risk import check_confidence, error_basis, log_quantiles
 from ._output import pyplot, save_plot
 
@@ -365,6 +365,10 @@ def _hybrid_shard(row, year: int) -> bool | None:
 def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     """The Hydra config of one CSV row, and the defaults it needed."""
     used: list[str] = []
+    for key in ("model", "attention"):
+        if hybrid_mamba(row.get(key, "")):
+            raise RowError(f"{key}={row[key]!r} is a hybrid Mamba-2 model (Nemotron-H, Nemotron 3): Mamba-2 layers "
+                           "are not modelled")
     row = _with_catalog_architecture(row, used)
     cfg = copy.deepcopy(base)
     gpu, aliased = row_gpu(row["gpu"])
