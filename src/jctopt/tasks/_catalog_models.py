@@ -9,7 +9,9 @@ is refused by the cell it lacks).
 
 from __future__ import annotations
 
+import functools
 import re
+from types import MappingProxyType
 
 from .._config import load_option
 
@@ -49,9 +51,11 @@ def catalog_model(name) -> str | None:
                 None)
 
 
-def architecture_cells(key: str) -> dict:
+@functools.cache  # read once per model: validate places a row once per candidate split
+def architecture_cells(key: str) -> MappingProxyType:
     """The runs-CSV architecture columns of catalog model ``key`` (runs_moe_dev.csv's
-    conventions: ``qk_head_dim`` without the RoPE part under MLA, ``attention`` gqa or mla)."""
+    conventions: ``qk_head_dim`` without the RoPE part under MLA, ``attention`` gqa or mla),
+    read-only."""
     m = load_option("model", key)
     mla = m.kv_lora_rank > 0
     cells = {"layers": m.n_layers, "hidden": m.hidden, "ffn_hidden": m.ffn_hidden, "heads": m.n_heads,
@@ -64,4 +68,4 @@ def architecture_cells(key: str) -> dict:
     if mla:
         cells.update(q_lora_rank=m.q_lora_rank, kv_lora_rank=m.kv_lora_rank, qk_rope_head_dim=m.qk_rope_head_dim,
                      v_head_dim=m.v_head_dim or m.head_dim)
-    return cells
+    return MappingProxyType(cells)
