@@ -11,6 +11,8 @@ import jax.numpy as jnp
 
 from . import _attention as A
 from . import _experts as E
+from . import _hybrid as Hy
+from . import _mamba as Mb
 from . import _quantization as Q
 from ._types import GPUSpec, ModelSpec, Training
 
@@ -58,9 +60,15 @@ def mlp_params_per_expert(m: ModelSpec):
 
 
 def moe_layer_fraction(m: ModelSpec):
-    """Share of the layers whose MLP is routed experts: all but the leading dense layers of an
-    MoE model (DeepSeek-V3: 58 of 61), none of a dense model."""
-    return jnp.where(m.n_experts > 1, 1.0 - m.n_dense_layers / m.n_layers, 0.0)
+    """Share of the layers whose MLP is routed experts: the MLP layers but the dense ones of an
+    MoE model (DeepSeek-V3: 58 of 61; Nemotron 3 Nano: 23 of 52, _hybrid), none of a dense model."""
+    return jnp.where(m.n_experts > 1, (m.mlp_layers - m.n_dense_layers) / m.n_layers, 0.0)
+
+
+def dense_mlp_fraction(m: ModelSpec):
+    """Share of the layers with a dense MLP: every layer of a dense transformer, the leading dense
+    layers of an MoE, the ``-`` layers of a hybrid (_hybrid)."""
+    return Hy.mlp_share(m) - moe_layer_fraction(m)
 
 
 def routed_params_per_layer(m: ModelSpec):
@@ -72,14 +80,14 @@ def mlp_width_per_token(m: ModelSpec):
     """MLP width one token passes through, averaged over the layers: ffn_hidden in a dense
     layer, (top_k + shared experts) x moe_ffn_hidden in an MoE layer."""
     f = moe_layer_fraction(m)
-    return (1.0 - f) * m.ffn_hidden + f * (m.top_k + m.n_shared_experts) * m.moe_ffn_hidden
+    return dense_mlp_fraction(m) * m.ffn_hidden + f * (m.top_k + m.n_shared_experts) * m.moe_ffn_hidden
 
 
 def mlp_copies_per_token(m: ModelSpec):
     """Copies of a token's hidden state the MLP GEMMs read, averaged over the layers: 1 in a
     dense layer, top_k (+ 1 for the shared experts, one GEMM) in a routed one."""
     f = moe_layer_fraction(m)
-    return (1.0 - f) + f * (m.top_k + jnp.where(m.n_shared_experts > 0, 1.0, 0.0))
+    return dense_mlp_fraction(m) + f * (m.top_k + jnp.where(m.n_shared_experts > 0, 1.0, 0.0))
 
 
 def moe_layer_params(m: ModelSpec):
@@ -90,10 +98,12 @@ def moe_layer_params(m: ModelSpec):
 
 
 def layer_params(m: ModelSpec):
-    """All weights of one layer, averaged over the layers (dense and routed)."""
-    f = moe_layer_fraction(m)
-    dense = attention_params(m) + mlp_params(m, m.ffn_hidden) + 2.0 * m.hidden
-    return (1.0 - f) * dense + f * moe_layer_params(m)
+    """All weights of one layer, averaged over the layers: its mixers (attention, Mamba-2), its
+    MLP (dense or routed experts and router) and a norm per mixer and MLP (_hybrid)."""
+    routed = (m.n_experts + m.n_shared_experts) * mlp_params_per_expert(m) + m.hidden * m.n_experts
+    return (Hy.attention_share(m) * attention_params(m) + Hy.mamba_share(m) * Mb.mixer_params(m)
+            + dense_mlp_fraction(m) * mlp_params(m, m.ffn_hidden) + moe_layer_fraction(m) * routed
+            + Hy.sublayers(m) * m.hidden)
 
 
 def embedding_params(m: ModelSpec, seq_len):
@@ -122,15 +132,19 @@ def layer_forward_flops(m: ModelSpec, seq_len):
     """Forward FLOPs of one layer per sequence (averaged over the layers), split into (dense
     GEMMs, attention core).
 
-    Dense GEMMs: 2 s x (QKV + proj + the MLP weights a token passes through) + the router.
-    Attention core: QK^T and scores x V, 2 s^2 a (d_qk + d_v) (= 4 s^2 h when a d = h;
-    Narayanan 2021 Eq. 3 derivation; Korthikanti 2022 Sec. 6).
+    Dense GEMMs: 2 s x (QKV + proj + the MLP weights a token passes through) + the router; a
+    hybrid's Mamba-2 mixers add their projections and their SSD scan (_mamba), which is linear
+    in s and counted here. Attention core: QK^T and scores x V, 2 s^2 a (d_qk + d_v) (= 4 s^2 h
+    when a d = h; Narayanan 2021 Eq. 3 derivation; Korthikanti 2022 Sec. 6). Each term is
+    weighted by the share of the layers that hold it (_hybrid).
     """
     s = seq_len
-    gemm = 2.0 * s * (attention_params(m) + mlp_params(m, mlp_width_per_token(m)))
+    mixers = Hy.attention_share(m) * attention_params(m) + Hy.mamba_share(m) * Mb.gemm_params(m)
+    gemm = 2.0 * s * (mixers + mlp_params(m, mlp_width_per_token(m)))
     router = 2.0 * s * m.hidden * m.n_experts * moe_layer_fraction(m)
-    core = 2.0 * s * s * attention_core_width(m)
-    return gemm + router, core
+    scan = s * Hy.mamba_share(m) * Mb.scan_forward_flops_per_token(m)
+    core = Hy.attention_share(m) * 2.0 * s * s * attention_core_width(m)
+    return gemm + router + scan, core
 
 
 def logits_forward_flops(m: ModelSpec, seq_len):
@@ -244,15 +258,22 @@ def layer_gemm_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0, etp=
     each the tokens that chose it (``_experts.tokens_per_local_expert``): the FLOPs do not
     depend on ep or etp, the GEMM shapes do (small experts at small ep are thin, memory-bound
     GEMMs), and the experts run as one grouped GEMM (GROUPED_GEMM_HALF_DIM_FACTOR). Shared
-    experts see every token. Dense and MoE layers are averaged by their share
-    of the layers.
+    experts see every token. A hybrid's Mamba-2 mixers run in_proj (column-parallel) and
+    out_proj (row-parallel, _mamba). Each kind is weighted by its share of the layers
+    (_hybrid, dense_mlp_fraction, moe_layer_fraction).
     """
     etp = tp if etp is None else etp
     rate = matmul_peak_flops(g, t)
     tokens = t.micro_batch * t.seq_len / cp
     h, context = m.hidden, m.n_heads * m.v_head_dim
-    qkv = gemm_time(tokens, h, qkv_width(m) / tp, rate, g)
-    proj = gemm_time(tokens, context / tp, h, rate, g)
+    attn, mamba = Hy.attention_share(m), Hy.mamba_share(m)
+    qkv = attn * gemm_time(tokens, h, qkv_width(m) / tp, rate, g)
+    proj = attn * gemm_time(tokens, context / tp, h, rate, g)
+    # A transformer's Mamba width is 0: a unit width keeps the unused GEMM free of 0/0.
+    in_width = jnp.where(mamba > 0, Mb.in_proj_width(m), 1.0)
+    d_inner = jnp.where(mamba > 0, Mb.inner_width(m), 1.0)
+    qkv += mamba * gemm_time(tokens, h, in_width / tp, rate, g)
+    proj += mamba * gemm_time(tokens, d_inner / tp, h, rate, g)
 
     def mlp(n_tokens, width, split, half_dim_factor=1.0):  # (up incl. the gate, down), width split over ``split``
         return (gemm_time(n_tokens, h, (1.0 + m.glu) * width / split, rate, g, half_dim_factor=half_dim_factor),
@@ -266,14 +287,15 @@ def layer_gemm_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0, etp=
     # One expert's width stands in where there is none, so that no 0/0 reaches a gradient.
     shared_up, shared_down = mlp(tokens, jnp.where(has_shared > 0, m.n_shared_experts, 1.0) * m.moe_ffn_hidden, tp)
     f = moe_layer_fraction(m)
-    up = (1.0 - f) * dense_up + f * (local_experts * expert_up + has_shared * shared_up)
-    down = (1.0 - f) * dense_down + f * (local_experts * expert_down + has_shared * shared_down)
+    dense = dense_mlp_fraction(m)
+    up = dense * dense_up + f * (local_experts * expert_up + has_shared * shared_up)
+    down = dense * dense_down + f * (local_experts * expert_down + has_shared * shared_down)
     return qkv + up, proj + down
 
 
 def layer_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0, etp=None):
     """Forward time (s) of one layer for one micro-batch on one GPU, split into
-    (GEMMs, attention core, memory-bound elementwise ops)."""
+    (GEMMs, attention core, memory-bound elementwise ops and the Mamba-2 scan)."""
     column, row = layer_gemm_times(m, g, t, tp, cp, ep, etp)
     tokens = t.micro_batch * t.seq_len / cp
     h, d = m.hidden, head_dim(m)
@@ -288,20 +310,29 @@ def layer_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0, etp=None)
     flash = A.flash_forward_time(0.5 * core_flops, g, t)
     scores = t.micro_batch * m.n_heads / tp * t.seq_len * t.seq_len / cp
     unfused = core_flops / (bf16_matmul_flops(g) * d / (d + g.matmul_half_dim)) + 12.0 * scores / hbm_rate(g)
-    core = jnp.where(t.flash_attention > 0, flash, unfused)
+    core = Hy.attention_share(m) * jnp.where(t.flash_attention > 0, flash, unfused)
     # Elementwise traffic (bytes, bf16) of Megatron's fused kernels, per token: two layer
     # norms (read + write h: 2 x 2h), two bias-dropout-adds (read output and residual, write
     # h, a 1-byte mask: 2 x 3.5h), the bias-activation over ffn (read + write); norms and
     # dropouts split by tp under SP. Korthikanti et al. 2022 Table 4 (22B layer): SP saves
-    # 0.5 ms of 7.7 forward, i.e. ~10h bytes of replicated traffic at tp = 8.
+    # 0.5 ms of 7.7 forward, i.e. ~10h bytes of replicated traffic at tp = 8. Half of it (a
+    # norm and a residual add) per mixer and per MLP (_hybrid.sublayers: 2 in a transformer).
     sp_div = jnp.where(t.seq_parallel > 0, tp, 1.0)
-    elementwise_bytes = 2.0 * tokens * (11.0 * h / sp_div + 2.0 * (1.0 + m.glu) * mlp_width_per_token(m) / tp)
+    norms = 5.5 * Hy.sublayers(m)
+    elementwise_bytes = 2.0 * tokens * (norms * h / sp_div + 2.0 * (1.0 + m.glu) * mlp_width_per_token(m) / tp)
     # MoE layers permute each token's hidden state into expert order once per chosen expert
     # and un-permute the outputs back (read + write 2h bytes each way): 8 h top_k bytes per
     # token (Megatron-Core moe_utils permute/unpermute), on the rank's SP share of the tokens.
     elementwise_bytes += moe_layer_fraction(m) * tokens * 8.0 * h * m.top_k / sp_div
     elementwise = elementwise_bytes / hbm_rate(g)
-    return column + row, core, elementwise
+    # Mamba-2 mixers: the convolution, SSD and gated-norm kernels' HBM traffic, and the SSD's
+    # chunk matmuls at the GEMM rate of their thinnest dimension, the head (_mamba).
+    mamba = Hy.mamba_share(m)
+    p = m.mamba_head_dim
+    scan_rate = bf16_matmul_flops(g) * p / (p + g.matmul_half_dim)
+    scan = (tokens * Mb.forward_bytes_per_token(m) / (tp * hbm_rate(g))
+            + tokens * Mb.scan_forward_flops_per_token(m) / (tp * jnp.where(mamba > 0, scan_rate, 1.0)))
+    return column + row, core, elementwise + mamba * scan
 
 
 CROSS_ENTROPY_BYTES = 20.0

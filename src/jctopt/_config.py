@@ -18,6 +18,7 @@ import jax.numpy as jnp
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from . import _hybrid as hybrid
 from . import _pipeline as pipeline
 from . import _power
 from . import _schedules as schedules
@@ -55,6 +56,14 @@ class ModelConf:
     kv_lora_rank: int = 0
     qk_rope_head_dim: int = 0  # the decoupled RoPE key, shared by the heads
     mtp_layers: int = 0  # multi-token-prediction modules on the last stage (DeepSeek-V3: 1)
+    # Hybrid models (_hybrid): Megatron-Core's layer pattern, one character per layer: M Mamba-2,
+    # * attention, - dense MLP, E routed experts (Nemotron-H 8B: "M-M-M-M*-..."); None: a
+    # transformer (attention and MLP in every layer). The Mamba-2 mixer's shape (_mamba):
+    layer_pattern: Optional[str] = None
+    mamba_heads: int = 0
+    mamba_head_dim: int = 64
+    mamba_state: int = 128
+    mamba_groups: int = 8
 
 
 @dataclass
@@ -411,6 +420,7 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
             _fail(f"model.{key}", m[key], "an integer >= 0")
     if m.kv_lora_rank and not 0 <= m.qk_rope_head_dim < (m.head_dim or m.hidden // m.n_heads):
         _fail("model.qk_rope_head_dim", m.qk_rope_head_dim, "below model.head_dim (the query/key head: nope + rope)")
+    _check_layer_pattern(m)
     if not 0 <= m.n_dense_layers < m.n_layers or (m.n_dense_layers and m.n_experts == 1):
         _fail("model.n_dense_layers", m.n_dense_layers,
               f"0, or below model.n_layers={m.n_layers} in an MoE model (model.n_experts > 1)")
@@ -428,7 +438,41 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
         _fail("cluster.gpus_per_node", cl.gpus_per_node, allowed)
     if layout:
         check_layout(m.n_heads, m.n_layers, m.seq_len, m.n_experts, lay.n_gpus, lay.tp, lay.pp,
-                     lay.cp, lay.ep, lay.vpp, tr.global_batch, tr.micro_batch, lay.etp, lay.schedule)
+                     lay.cp, lay.ep, lay.vpp, tr.global_batch, tr.micro_batch, lay.etp, lay.schedule,
+                     mamba_groups=m.mamba_groups if layer_counts(m)["mamba_layers"] else None)
+
+
+def _check_layer_pattern(m: DictConfig) -> None:
+    """A hybrid model's layer pattern: one symbol per layer (_hybrid), dense MLP layers counted as
+    its n_dense_layers, routed ones only with experts, Mamba layers with a Mamba shape."""
+    pattern = m.layer_pattern
+    if pattern is None:
+        return
+    if not pattern or set(pattern) - set(hybrid.PATTERN_SYMBOLS):
+        _fail("model.layer_pattern", pattern, f"a string of {' '.join(hybrid.PATTERN_SYMBOLS)} (M Mamba-2, * attention, "
+              "- dense MLP, E routed experts), one per layer, without pipeline marks")
+    if len(pattern) != m.n_layers:
+        _fail("model.n_layers", m.n_layers, f"{len(pattern)}, the length of model.layer_pattern")
+    counts = hybrid.pattern_counts(pattern)
+    if hybrid.MOE in pattern and m.n_experts == 1:
+        _fail("model.layer_pattern", pattern, "without E (routed experts) when model.n_experts=1")
+    if m.n_experts > 1 and m.n_dense_layers != counts["dense_mlp_layers"]:
+        _fail("model.n_dense_layers", m.n_dense_layers, f"{counts['dense_mlp_layers']}, the - (dense MLP) layers "
+              "of model.layer_pattern")
+    if counts["mamba_layers"]:
+        if not m.mamba_heads > 0 or not m.mamba_groups > 0 or m.mamba_heads % m.mamba_groups:
+            _fail("model.mamba_heads", m.mamba_heads, f"a positive multiple of model.mamba_groups={m.mamba_groups}")
+        if not (m.mamba_head_dim > 0 and m.mamba_state > 0):
+            _fail("model.mamba_head_dim" if not m.mamba_head_dim > 0 else "model.mamba_state",
+                  m.mamba_head_dim if not m.mamba_head_dim > 0 else m.mamba_state, "a positive integer")
+
+
+def layer_counts(m: dict) -> dict[str, int]:
+    """Layers per kind (_hybrid): from the pattern, or attention and MLP in every layer."""
+    if m.get("layer_pattern") is None:
+        return {"attention_layers": m["n_layers"], "mamba_layers": 0, "mlp_layers": m["n_layers"]}
+    counts = hybrid.pattern_counts(m["layer_pattern"])
+    return {k: counts[k] for k in ("attention_layers", "mamba_layers", "mlp_layers")}
 
 
 def node_sizes(gpu: DictConfig, gpus_per_node: int) -> str | None:
@@ -444,14 +488,16 @@ def node_sizes(gpu: DictConfig, gpus_per_node: int) -> str | None:
 
 
 def check_layout(heads, layers, seq_len, experts, n_gpus, tp, pp, cp, ep, vpp, global_batch, micro_batch,
-                 etp=None, schedule="1f1b"):
+                 etp=None, schedule="1f1b", mamba_groups=None):
     """Raise ConfigError naming the first layout value that does not divide (or a schedule that
-    cannot run on it); ``etp`` None = tp."""
+    cannot run on it); ``etp`` None = tp; ``mamba_groups`` those of a model with Mamba-2 layers."""
     etp = tp if etp is None else etp
     if schedule not in schedules.SCHEDULES:
         _fail("layout.schedule", schedule, " | ".join(schedules.SCHEDULES))
     if heads % tp:
         _fail("layout.tp", tp, f"a divisor of model.n_heads={heads}")
+    if mamba_groups is not None and mamba_groups % tp:
+        _fail("layout.tp", tp, f"a divisor of model.mamba_groups={mamba_groups} (Mamba-2 splits its groups over tp)")
     if not pipeline.fits(layers, pp, vpp):
         _fail("layout.pp", pp, f"pp x vpp (vpp={vpp}) at most model.n_layers + 2 = {layers + 2} "
               "(every virtual stage holds a layer, the embedding or the loss)")
@@ -492,6 +538,7 @@ def to_config(cfg: DictConfig, layout: bool = True) -> Config:
     model["head_dim"] = model["head_dim"] or model["hidden"] / model["n_heads"]
     model["moe_ffn_hidden"] = model["moe_ffn_hidden"] or model["ffn_hidden"]
     model["v_head_dim"] = model["v_head_dim"] or model["head_dim"]
+    model.update(layer_counts(model))
     tr = dict(c["training"])
     training = dict(tr, seq_len=model["seq_len"], recompute=RECOMPUTE[tr["recompute"]],
                     low_precision=PRECISION[tr["precision"]])

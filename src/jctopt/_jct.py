@@ -19,6 +19,8 @@ from . import _comm as K
 from . import _compute as C
 from . import _experts as E
 from . import _host as H
+from . import _hybrid as Hy
+from . import _mamba as Mb
 from . import _memory as Mem
 from . import _offload as O
 from . import _pipeline as P
@@ -140,6 +142,7 @@ def layout_checks(cfg: Config, relaxed: bool = False):
         return (dp >= 1.0) & (n_micro >= 1.0), dp, n_micro
     ok = (_is_int(dp) & (dp >= 1.0) & _is_int(n_micro) & (n_micro >= 1.0)
           & _is_int(m.n_heads / lay.tp) & P.fits(m.n_layers, lay.pp, lay.vpp)
+          & ((m.mamba_layers == 0) | _is_int(m.mamba_groups / lay.tp))
           & _is_int(t.seq_len / lay.cp) & _is_int(m.n_experts / lay.ep) & _is_int(lay.tp / lay.etp)
           & _is_int(E.expert_data_parallel(lay, dp))
           & ((lay.vpp == 1.0) | (lay.pp > 1.0)) & S.valid(lay.schedule, lay.pp, lay.vpp)
@@ -183,10 +186,12 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     recompute_full = C.full_recompute_share(t)
     # TP, in all-reduces of the layer's activations (SP's all-gather + reduce-scatter pairs move
     # the same bytes): 2 forward (row-parallel outputs), 2 more when recomputing, 2 backward
-    # (column-parallel input gradients) per layer (Shoeybi 2019 Fig. 4).
+    # (column-parallel input gradients) per layer (Shoeybi 2019 Fig. 4); one each per mixer
+    # and per MLP in a hybrid's single-purpose layers (_hybrid.sublayers).
     tp_ar = K.all_reduce(act_bytes, lay.tp, 1.0, g, f, c)
-    n_tp_forward = layers_per_stage * (2.0 + 2.0 * recompute_full)
-    tp_raw = (n_tp_forward + 2.0 * layers_per_stage) * tp_ar
+    per_layer = Hy.sublayers(m)
+    n_tp_forward = layers_per_stage * per_layer * (1.0 + recompute_full)
+    tp_raw = (n_tp_forward + per_layer * layers_per_stage) * tp_ar
     # With mp_comm_overlap the collectives are split into chunks pipelined with the GEMMs
     # that produce and consume them (Transformer Engine userbuffers, Megatron --tp-comm-overlap;
     # Wang et al. 2023, "Overlap communication with dependent computation").
@@ -201,15 +206,21 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     # measures the backward at 11.9 ms, with SP 11.8 ms, what its GEMMs, core and elementwise
     # ops take alone (+ SP's exposed all-gathers).
     sp = jnp.where(t.seq_parallel > 0, 1.0, 0.0)
-    hidden_bwd = 2.0 * layers_per_stage * tp_ar
-    async_bwd = sp * layers_per_stage * tp_ar + overlap(hidden_bwd, (1.0 + sp) * layers_per_stage * column, 1.0)
+    hidden_bwd = per_layer * layers_per_stage * tp_ar
+    async_bwd = (sp * per_layer / 2.0 * layers_per_stage * tp_ar
+                 + overlap(hidden_bwd, (1.0 + sp) * layers_per_stage * column, 1.0))
     tp_async = n_tp_forward * tp_ar + async_bwd
     tp_mb = jnp.where((t.tp_async_backward > 0) & (t.mp_comm_overlap < 1), tp_async,
                       overlap(tp_raw, gemm_window, mp_overlap))
     # CP: K and V of the full sequence gathered forward, gathered + reduce-scattered backward,
     # hidden behind the attention core (ring attention, Liu et al. 2023).
     kv_bytes = 2.0 * t.micro_batch * t.seq_len * m.n_kv_heads * (m.head_dim + m.v_head_dim) / lay.tp
-    cp_raw = layers_per_stage * 3.0 * K.all_gather(kv_bytes, lay.cp, lay.tp, g, f, c)
+    cp_raw = layers_per_stage * Hy.attention_share(m) * 3.0 * K.all_gather(kv_bytes, lay.cp, lay.tp, g, f, c)
+    # A Mamba-2 mixer under CP scans whole sequences on a share of the heads: an all-to-all of
+    # in_proj's output before the convolution and one of y after the scan, forward and
+    # backward (Megatron-Core ``MambaContextParallel``, megatron/core/ssm/mamba_context_parallel.py).
+    mixer_bytes = 2.0 * tokens * (Mb.in_proj_width(m) + Mb.inner_width(m)) / lay.tp
+    cp_raw += layers_per_stage * Hy.mamba_share(m) * 2.0 * K.all_to_all(mixer_bytes, lay.cp, lay.tp, g, f, c)
     cp_mb = overlap(cp_raw, layers_per_stage * 3.0 * core, t.overlap_eta)
     # EP: dispatch + combine all-to-all forward and backward (GShard, Lepikhin et al. 2020).
     moe = jnp.where(m.n_experts > 1, 1.0, 0.0)

@@ -7,6 +7,8 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from . import _compute as C
+from . import _hybrid as Hy
+from . import _mamba as Mb
 from . import _offload as O
 from . import _pipeline as P
 from . import _schedules as S
@@ -66,18 +68,24 @@ def activation_bytes_per_layer(m: ModelSpec, lay: Layout, t: Training):
     weight gradient (Transformer Engine's Linear: "input^T" in FP8 feeds the wgrad GEMM, TE docs,
     low-precision training, "Linear layer data flow"): the QKV, projection, fc1 and fc2 inputs
     at 1 byte, not 2. Attention's Q, K, V and the norms stay bf16.
+    A hybrid's layers hold one mixer or one MLP each (_hybrid): half the replicated term per
+    mixer and per MLP, attention's terms on its share of the layers, a Mamba-2 mixer's own
+    (_mamba.stored_activation_bytes_per_token, split over tp) on its share.
     CP splits the sequence, so everything is divided by cp.
     """
     s, b, h, tp, cp = t.seq_len, t.micro_batch, m.hidden, lay.tp, lay.cp
     sbh = s * b * h
     low = jnp.where(t.low_precision >= 1, 1.0, 0.0)  # GEMM inputs saved at 1 byte instead of 2
-    replicated = (10.0 - 2.0 * low) * sbh  # norm inputs, dropout masks, QKV / fc1 inputs
+    # Norm inputs, dropout masks, QKV / fc1 inputs: 5 - low bytes per hidden unit per mixer and MLP.
+    replicated = (5.0 - low) * Hy.sublayers(m) * sbh
     # Q, context, K, V (MLA: K and V up-projected per head, kv_heads = n_heads); the context is
     # the projection's input.
-    split_attn = (2.0 * s * b * (m.n_heads + m.n_kv_heads) * (m.head_dim + m.v_head_dim)
-                  - low * s * b * m.n_heads * m.v_head_dim)
+    attn = Hy.attention_share(m)
+    split_attn = attn * (2.0 * s * b * (m.n_heads + m.n_kv_heads) * (m.head_dim + m.v_head_dim)
+                         - low * s * b * m.n_heads * m.v_head_dim)
+    split_attn += Hy.mamba_share(m) * s * b * Mb.stored_activation_bytes_per_token(m, low)
     split_mlp = s * b * C.mlp_width_per_token(m) * (4.0 + 2.0 * m.glu - low)
-    scores = 5.0 * m.n_heads * s * s * b
+    scores = attn * 5.0 * m.n_heads * s * s * b
     keep_scores = jnp.where((t.recompute < 1) & (t.flash_attention < 1), 1.0, 0.0)
     sp_div = jnp.where(t.seq_parallel > 0, tp, 1.0)
     stored = replicated / sp_div + (split_attn + split_mlp + keep_scores * scores) / tp

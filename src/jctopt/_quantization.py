@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+from . import _hybrid as Hy
+from . import _mamba as Mb
 from ._types import ModelSpec, Training
 
 # Bytes moved per quantized element: read bf16 (2) + two low-precision copies + scales.
@@ -43,11 +45,16 @@ def quantized_elements_per_token(m: ModelSpec, t: Training, tp, qkv_width, mlp_w
     shared experts). An MoE layer's expert GEMMs take the permuted tokens, one copy per chosen
     expert (Transformer Engine's GroupedLinear quantizes each expert's input), and the shared
     experts the token once: the MLP-up input and the MLP-down output gradient are cast
-    ``mlp_copies`` times (``_compute.mlp_copies_per_token``).
+    ``mlp_copies`` times (``_compute.mlp_copies_per_token``). A hybrid's Mamba-2 mixers cast
+    in_proj's input (h) and out_proj's (the inner width) forward, their output gradients
+    (in_proj's width, h) backward; each mixer is weighted by its share of the layers (_hybrid).
     """
     sp_div = jnp.where(t.seq_parallel > 0, tp, 1.0)
     h, context = m.hidden, m.n_heads * m.v_head_dim
+    attn, mamba = Hy.attention_share(m), Hy.mamba_share(m)
     mlp_h = mlp_copies * h / sp_div
-    forward = h / sp_div + mlp_h + (context + mlp_width) / tp
-    backward = h / sp_div + mlp_h + (qkv_width + (1.0 + m.glu) * mlp_width) / tp
+    forward = ((attn + mamba) * h / sp_div + mlp_h
+               + (attn * context + mamba * Mb.inner_width(m) + mlp_width) / tp)
+    backward = ((attn + mamba) * h / sp_div + mlp_h
+                + (attn * qkv_width + mamba * Mb.in_proj_width(m) + (1.0 + m.glu) * mlp_width) / tp)
     return forward, backward

@@ -27,7 +27,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from . import _pipeline as pipeline
 from . import _schedules as schedules
-from ._config import PRECISION, RECOMPUTE, ConfigError, as_dict, catalog_names, load_option, node_sizes
+from ._config import PRECISION, RECOMPUTE, ConfigError, as_dict, catalog_names, layer_counts, load_option, node_sizes
 
 INNER_AXES = ("gpu", "fabric", "precision", "recompute", "zero_stage", "ckpt_interval_s")
 SPLIT_AXES = ("tp", "pp", "cp", "ep", "etp", "vpp", "schedule", "micro_batch", "accum")
@@ -204,7 +204,8 @@ class Space:
 def build_space(space: DictConfig, model: DictConfig, global_batch: int, gpus_per_node: int | None = None) -> Space:
     """The design space of ``space`` (a ``SpaceConf``) for one model."""
     dims = {"n_heads": model.n_heads, "n_layers": model.n_layers, "seq_len": model.seq_len,
-            "n_experts": model.n_experts}
+            "n_experts": model.n_experts,
+            "mamba_groups": model.mamba_groups if layer_counts(model)["mamba_layers"] else None}
     n_gpus = int_axis("n_gpus", space.n_gpus)
     axes = {k: int_axis(k, space[k], dims) for k in SPLIT_AXES if k not in ("accum", "etp", "schedule")}
     axes["etp"] = etp_axis(space.get("etp", SAME_AS_TP))
@@ -264,8 +265,10 @@ def _collapse_equivalent(splits: dict, n_experts: int) -> dict:
 def _model_rules(dims: dict, s: dict) -> dict[str, np.ndarray]:
     """Model divisibility, rule -> which splits pass (Megatron: heads over tp, sequence over
     cp, experts over ep, each expert over etp within tp; layers over pp x vpp, evenly or not:
-    _pipeline; as config.check_layout)."""
-    return {
+    _pipeline; Mamba-2 groups over tp; as config.check_layout)."""
+    mamba = {} if dims.get("mamba_groups") is None else {
+        f"space.tp must divide model.mamba_groups={dims['mamba_groups']}": dims["mamba_groups"] % s["tp"] == 0}
+    return mamba | {
         f"space.tp must divide model.n_heads={dims['n_heads']}": dims["n_heads"] % s["tp"] == 0,
         f"space.pp x space.vpp must be at most model.n_layers + 2 = {dims['n_layers'] + 2}":
             pipeline.fits(dims["n_layers"], s["pp"], s["vpp"]),

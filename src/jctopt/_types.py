@@ -38,6 +38,14 @@ class ModelSpec(NamedTuple):
     kv_lora_rank: Array  # MLA key-value compression; 0 = not MLA
     qk_rope_head_dim: Array  # MLA decoupled RoPE key dimension
     mtp_layers: Array  # multi-token-prediction modules (layer + output head) on the last stage
+    # Hybrid models (_hybrid): layers holding each kind; a transformer has attention and an MLP in every layer.
+    attention_layers: Array  # layers with an attention mixer (n_layers in a transformer)
+    mamba_layers: Array  # layers with a Mamba-2 mixer (0 in a transformer)
+    mlp_layers: Array  # layers with an MLP, dense or routed (n_layers in a transformer)
+    mamba_heads: Array  # Mamba-2 mixer (_mamba): heads
+    mamba_head_dim: Array  # channels per head
+    mamba_state: Array  # SSM state size N
+    mamba_groups: Array  # B/C groups (heads share them in groups)
 
 
 class GPUSpec(NamedTuple):
