@@ -580,7 +580,10 @@ def test_case_of_gpu_and_fabric_keys_and_mla_variants(compose):
                                        ("Llama 2 70B", None), ("Llama 3 80B", None),
                                        ("DeepSeek-V2 truncated to 4 layers", None), ("Nemotron-4 340B", "nemotron4_340b"),
                                        ("Nemotron-15B", "nemotron4_15b"), ("Grok-1", "grok1_314b"),
-                                       ("Nemotron-H-56B", None), ("Nemotron-3-Super", None)])
+                                       ("Nemotron-H-56B", "nemotron_h_56b"), ("NemotronH 8B", "nemotron_h_8b"),
+                                       ("Nemotron_3_Nano", "nemotron3_nano_30b_a3b"),
+                                       ("NVIDIA-Nemotron-3-Nano-30B-A3B", "nemotron3_nano_30b_a3b"),
+                                       ("Nemotron 3 Nano 4B", None), ("Nemotron-3-Super", None)])
 def test_model_cells_name_catalog_models(cell, key):
     assert validate.catalog_model(cell) == key
 
@@ -666,19 +669,41 @@ def test_nvfp4_rows_keep_the_bf16_layers_their_recipe_names(compose):
 
 
 @pytest.mark.parametrize("model, attention, hybrid", [
-    ("Nemotron-H-56B", "gqa", True), ("Nemotron_3_Nano", None, True), ("Nemotron_3_5_Lightning", None, True),
-    ("NemotronH 8B", None, True), ("Some model", "mamba hybrid", True), ("Jamba 1.5", None, True),
-    ("Nemotron-4 340B", "gqa", False), ("Nemotron-15B", None, False), ("Llama-3.3-Nemotron-Super-49B", None, False),
-    ("Llama 3 70B", "gqa", False)])
-def test_hybrid_mamba_models_are_refused_by_name(compose, model, attention, hybrid):
-    """Nemotron-H and Nemotron 3 interleave Mamba-2 mixers with a few attention layers; the
-    model prices transformers only, so such a row is refused naming why, not priced as if every
-    layer attended (Nemotron-4 and the Llama-based Nemotrons are transformers)."""
+    ("Nemotron_3_5_Lightning", None, True), ("Nemotron-3-Super", None, True), ("Some model", "mamba hybrid", True),
+    ("Jamba 1.5", None, True), ("Nemotron-4 340B", "gqa", False), ("Nemotron-15B", None, False),
+    ("Llama-3.3-Nemotron-Super-49B", None, False), ("Llama 3 70B", "gqa", False)])
+def test_hybrid_mamba_models_outside_the_catalog_are_refused_by_name(compose, model, attention, hybrid):
+    """A hybrid's layer pattern is no runs column: one outside the catalog is refused naming why,
+    not priced as if every layer attended (Nemotron-4 and the Llama-based Nemotrons are
+    transformers)."""
     assert (validate.hybrid_mamba(model) or validate.hybrid_mamba(attention or "")) == hybrid
     if hybrid:
         row = {"id": "r", "source": "A 2026 table", "model": model, "attention": attention, "layers": 118,
                "hidden": 8192, "ffn_hidden": 32768, "heads": 64, "kv_heads": 8, "seq_len": 8192, "vocab": 131072,
                "gpu": "gb200", "precision": "FP8", "num_gpus": 128, "tp": 4, "pp": 1, "global_batch": 384}
-        with pytest.raises(validate.RowError, match=r"is a hybrid Mamba-2 model \(Nemotron-H, Nemotron 3\): "
-                                                    r"Mamba-2 layers are not modelled"):
+        with pytest.raises(validate.RowError, match=r"is a hybrid Mamba-2 model outside the catalog: its layer "
+                                                    r"pattern is unknown \(catalog hybrids: nemotron_h_8b"):
             validate.row_config(compose("task=validate"), row)
+
+
+def test_catalog_hybrids_are_placed_with_their_layer_pattern(compose):
+    """Nemotron-H 56B named with its cells stated, Nemotron 3 Nano with them blank: each takes the
+    catalog's pattern and Mamba-2 shape; a row whose layer count is not the pattern's is refused."""
+    base = compose("task=validate")
+    row = {"id": "r", "source": "dgxc-benchmarking 2026", "model": "Nemotron-H-56B", "attention": "gqa",
+           "layers": 118, "hidden": 8192, "ffn_hidden": 32768, "heads": 64, "kv_heads": 8, "seq_len": 8192,
+           "vocab": 131072, "gpu": "gb200", "precision": "FP8", "num_gpus": 128, "tp": 2, "pp": 1, "cp": 1,
+           "global_batch": 384, "micro_batch": 1, "recompute": "none"}
+    cfg, _ = validate.row_config(base, row)
+    m = cfg.model
+    assert m.layer_pattern.count("M") == 54 and m.mamba_state == 256 and not m.glu and not m.tied_embeddings
+    nano = {"id": "n", "source": "Megatron-Bridge docs/performance-summary.md, 26.08 NeMo Container",
+            "model": "Nemotron_3_Nano", "gpu": "gb300", "precision": "MXFP8", "num_gpus": 8, "tp": 1, "pp": 1,
+            "cp": 1, "ep": 8, "global_batch": 512, "micro_batch": 4, "seq_len": 8192}
+    cfg, used = validate.row_config(base, nano)
+    m = cfg.model
+    assert (m.n_layers, m.hidden, m.n_experts, m.top_k, m.n_dense_layers) == (52, 2688, 128, 6, 0)
+    assert m.layer_pattern.count("E") == 23 and "architecture" in used
+    with pytest.raises(validate.RowError, match=r"layers=80: 'Nemotron-H-56B' is a hybrid Mamba-2 model whose "
+                                                r"118-layer pattern"):
+        validate.row_config(base, dict(row, layers=80))

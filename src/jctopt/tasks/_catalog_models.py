@@ -24,11 +24,14 @@ NAMES = {
     "gpt_oss_120b": r"gpt ?oss ?120b", "llama4_scout": r"llama ?4 ?scout", "llama4_maverick": r"llama ?4 ?maverick",
     "mixtral_8x7b": r"mixtral ?8x7b", "mixtral_8x22b": r"mixtral ?8x22b", "gpt3_175b": r"gpt ?3 ?175b",
     "grok1_314b": r"grok ?1", "nemotron4_15b": r"nemotron ?(4 ?)?15b", "nemotron4_340b": r"nemotron ?(4 ?)?340b",
+    # Hybrid Mamba-2 models (_hybrid): their layer pattern comes from the catalog only.
+    "nemotron_h_8b": r"nemotron ?h ?8b", "nemotron_h_47b": r"nemotron ?h ?47b", "nemotron_h_56b": r"nemotron ?h ?56b",
+    "nemotron3_nano_30b_a3b": r"nemotron ?3 ?nano(?! ?4b)( ?30b ?a3b)?",
 }
 
 
-# Hybrid Mamba-2 / attention models (NVIDIA Nemotron-H, Nemotron 3): most of their layers are
-# Mamba-2 mixers (Dao & Gu 2024), which the model does not price; a row naming one is refused
+# Hybrid Mamba-2 / attention models (NVIDIA Nemotron-H, Nemotron 3, and others): a row cannot
+# state their layer pattern, so one is placed only as a catalog model; any other is refused
 # rather than priced as a transformer with attention in every layer.
 HYBRID_MAMBA = r"nemotron ?(h|3(\.\d)?)(?![a-z0-9])|mamba|jamba|zamba|hymba|samba"
 
@@ -36,6 +39,23 @@ HYBRID_MAMBA = r"nemotron ?(h|3(\.\d)?)(?![a-z0-9])|mamba|jamba|zamba|hymba|samb
 def hybrid_mamba(name) -> bool:
     """Whether a ``model`` (or ``attention``) cell names a hybrid Mamba-2 model."""
     return bool(re.search(rf"(?<![a-z0-9])(?:{HYBRID_MAMBA})", _spelling(name)))
+
+
+@functools.cache
+def hybrid_layers(key: str) -> MappingProxyType | None:
+    """A hybrid catalog model's layer pattern and Mamba-2 shape (the ``model`` fields no runs
+    column states), read-only; None for a transformer."""
+    m = load_option("model", key)
+    if m.layer_pattern is None:
+        return None
+    fields = ("layer_pattern", "mamba_heads", "mamba_head_dim", "mamba_state", "mamba_groups", "glu",
+              "tied_embeddings", "learned_positions")
+    return MappingProxyType({k: m[k] for k in fields} | {"n_layers": m.n_layers})
+
+
+def hybrid_keys() -> list[str]:
+    """The catalog's hybrid Mamba-2 models."""
+    return [k for k in NAMES if hybrid_layers(k) is not None]
 
 
 def _spelling(name) -> str:

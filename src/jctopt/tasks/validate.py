@@ -29,7 +29,7 @@ from .._jct import STEP_PARTS, Reason, estimate, estimate_batch, unmasked_step
 from .._resources import validation_file
 from .._types import stack
 from .._uncertainty import step_interval
-from ._catalog_models import architecture_cells, catalog_model, hybrid_mamba
+from ._catalog_models import architecture_cells, catalog_model, hybrid_keys, hybrid_layers, hybrid_mamba
 from ._risk import check_confidence, error_basis, log_quantiles
 from ._output import pyplot, save_plot
 
@@ -365,10 +365,13 @@ def _hybrid_shard(row, year: int) -> bool | None:
 def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     """The Hydra config of one CSV row, and the defaults it needed."""
     used: list[str] = []
-    for key in ("model", "attention"):
-        if hybrid_mamba(row.get(key, "")):
-            raise RowError(f"{key}={row[key]!r} is a hybrid Mamba-2 model (Nemotron-H, Nemotron 3): Mamba-2 layers "
-                           "are not modelled")
+    key = catalog_model(row.get("model", ""))
+    hybrid = None if key is None else hybrid_layers(key)
+    for cell in ("model", "attention"):
+        if hybrid is None and hybrid_mamba(row.get(cell, "")):
+            raise RowError(f"{cell}={row[cell]!r} is a hybrid Mamba-2 model outside the catalog: its layer pattern is "
+                           f"unknown (catalog hybrids: {', '.join(hybrid_keys())}; Nemotron 3 Super and Ultra's "
+                           "latent MoE is not modelled)")
     row = _with_catalog_architecture(row, used)
     cfg = copy.deepcopy(base)
     gpu, aliased = row_gpu(row["gpu"])
@@ -424,7 +427,7 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     kv = heads if _blank(row.get("kv_heads")) else _int(row, "kv_heads", used)
     if _blank(row.get("kv_heads")):
         used.append("kv_heads")
-    glu, note = _glu(row, layers, hidden, ffn, heads, kv, vocab)
+    glu, note = (hybrid["glu"], "") if hybrid else _glu(row, layers, hidden, ffn, heads, kv, vocab)
     if note:
         used.append("glu")
     m = cfg.model
@@ -433,6 +436,8 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     _moe_columns(m, row, used)
     # GPT-style (2-matrix MLP) models tie embeddings and learn positions; Llama-style do neither.
     m.tied_embeddings, m.learned_positions = not glu, not glu
+    if hybrid:
+        _hybrid_model(m, row, hybrid)
 
     lay, tr = cfg.layout, cfg.training
     lay.n_gpus = _int(row, "num_gpus", used)
@@ -564,6 +569,18 @@ def _with_catalog_architecture(row: dict, used: list[str]) -> dict:
     if filled:
         used.append("architecture")
     return {**row, **filled}
+
+
+def _hybrid_model(m: DictConfig, row: dict, hybrid) -> None:
+    """A catalog hybrid's layer pattern and Mamba-2 shape (_hybrid, _mamba): no runs column states
+    them, so a row's layer count must be the catalog's."""
+    if m.n_layers != hybrid["n_layers"]:
+        raise RowError(f"layers={row.get('layers')!r}: {row.get('model')!r} is a hybrid Mamba-2 model whose "
+                       f"{hybrid['n_layers']}-layer pattern comes from the catalog")
+    for k, v in hybrid.items():
+        m[k] = v
+    # A hybrid MoE's dense MLP layers are the pattern's - layers, wherever they stand.
+    m.n_dense_layers = hybrid["layer_pattern"].count("-") if m.n_experts > 1 else 0
 
 
 def _moe_columns(m: DictConfig, row: dict, used: list[str]) -> None:
