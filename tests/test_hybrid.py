@@ -91,7 +91,8 @@ def test_mamba_groups_bound_tensor_parallelism(config):
 
 @pytest.mark.parametrize("override, key", [
     ("model.layer_pattern=M-M*X", "model.layer_pattern"), ("model.n_layers=51", "model.n_layers"),
-    ("model.mamba_heads=12", "model.mamba_heads")])
+    ("model.mamba_heads=12", "model.mamba_heads"), ("model.mamba_groups=0", "model.mamba_groups"),
+    ("model.mamba_state=0", "model.mamba_state")])
 def test_bad_layer_patterns_are_refused_by_key(config, override, key):
     with pytest.raises(ConfigError, match=rf"{key}=.* is not allowed"):
         _model(config, "nemotron_h_8b", override)

@@ -460,11 +460,11 @@ def _check_layer_pattern(m: DictConfig) -> None:
         _fail("model.n_dense_layers", m.n_dense_layers, f"{counts['dense_mlp_layers']}, the - (dense MLP) layers "
               "of model.layer_pattern")
     if counts["mamba_layers"]:
-        if not m.mamba_heads > 0 or not m.mamba_groups > 0 or m.mamba_heads % m.mamba_groups:
+        for key in ("mamba_groups", "mamba_head_dim", "mamba_state"):
+            if not m[key] > 0:
+                _fail(f"model.{key}", m[key], "a positive integer")
+        if not m.mamba_heads > 0 or m.mamba_heads % m.mamba_groups:
             _fail("model.mamba_heads", m.mamba_heads, f"a positive multiple of model.mamba_groups={m.mamba_groups}")
-        if not (m.mamba_head_dim > 0 and m.mamba_state > 0):
-            _fail("model.mamba_head_dim" if not m.mamba_head_dim > 0 else "model.mamba_state",
-                  m.mamba_head_dim if not m.mamba_head_dim > 0 else m.mamba_state, "a positive integer")
 
 
 def layer_counts(m: dict) -> dict[str, int]:
