@@ -269,10 +269,9 @@ def layer_gemm_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0, etp=
     attn, mamba = Hy.attention_share(m), Hy.mamba_share(m)
     qkv = attn * gemm_time(tokens, h, qkv_width(m) / tp, rate, g)
     proj = attn * gemm_time(tokens, context / tp, h, rate, g)
-    # A transformer's Mamba width is 0: a unit width keeps the unused GEMM free of 0/0.
-    in_width = jnp.where(mamba > 0, Mb.in_proj_width(m), 1.0)
+    # A transformer's Mamba inner width is 0: a unit width keeps the unused GEMM free of 0/0.
     d_inner = jnp.where(mamba > 0, Mb.inner_width(m), 1.0)
-    qkv += mamba * gemm_time(tokens, h, in_width / tp, rate, g)
+    qkv += mamba * gemm_time(tokens, h, Mb.in_proj_width(m) / tp, rate, g)
     proj += mamba * gemm_time(tokens, d_inner / tp, h, rate, g)
 
     def mlp(n_tokens, width, split, half_dim_factor=1.0):  # (up incl. the gate, down), width split over ``split``

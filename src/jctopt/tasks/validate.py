@@ -25,6 +25,7 @@ from rich.console import Console
 
 from .._compute import dense_peak_tflops
 from .._config import RECOMPUTE as RECOMPUTE_LEVEL, ConfigError, load_option, to_config
+from .._hybrid import pattern_counts
 from .._jct import STEP_PARTS, Reason, estimate, estimate_batch, unmasked_step
 from .._resources import validation_file
 from .._types import stack
@@ -580,7 +581,7 @@ def _hybrid_model(m: DictConfig, row: dict, hybrid) -> None:
     for k, v in hybrid.items():
         m[k] = v
     # A hybrid MoE's dense MLP layers are the pattern's - layers, wherever they stand.
-    m.n_dense_layers = hybrid["layer_pattern"].count("-") if m.n_experts > 1 else 0
+    m.n_dense_layers = pattern_counts(hybrid["layer_pattern"])["dense_mlp_layers"] if m.n_experts > 1 else 0
 
 
 def _moe_columns(m: DictConfig, row: dict, used: list[str]) -> None:
