@@ -118,8 +118,9 @@ DEFAULTS = {
     "architecture": ("the catalog model the row names", "layers, widths, heads, vocabulary, sequence length, experts "
                      "and MLA ranks a row leaves blank are those of the conf/model entry its model cell names "
                      "(Llama 3/3.1 8B, 70B, 405B, Llama 4 Scout/Maverick, DeepSeek-V3, Kimi K2, Qwen3-30B-A3B, "
-                     "Qwen3-235B-A22B, gpt-oss-120b, Mixtral 8x7B/8x22B, GPT-3 175B, Grok-1, Nemotron-4 15B/340B; each "
-                     "file cites its config)"),
+                     "Qwen3-235B-A22B, gpt-oss-120b, Mixtral 8x7B/8x22B, GPT-3 175B, Grok-1, Nemotron-4 15B/340B, "
+                     "Nemotron-H 8B/47B/56B, Nemotron 3 Nano; each file cites its config); a hybrid Mamba-2 "
+                     "model's layer pattern and Mamba shape always come from its entry"),
     "inter_node": ("the GPU's reference system", "A100: 8 x HDR200 IB; H100/H200/H800, B200 and GB200: NDR400 IB "
                    "(ConnectX-7; DGX B200 and DGX GB200 user guides: one 400 Gb/s port per GPU); B300/GB300: "
                    "XDR800 IB (ConnectX-8); one NIC per GPU (DGX/HGX reference designs)"),
@@ -373,7 +374,7 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
             raise RowError(f"{cell}={row[cell]!r} is a hybrid Mamba-2 model outside the catalog: its layer pattern is "
                            f"unknown (catalog hybrids: {', '.join(hybrid_keys())}; Nemotron 3 Super and Ultra's "
                            "latent MoE is not modelled)")
-    row = _with_catalog_architecture(row, used)
+    row = _with_catalog_architecture(row, key, used)
     cfg = copy.deepcopy(base)
     gpu, aliased = row_gpu(row["gpu"])
     if aliased:
@@ -562,10 +563,9 @@ def source_year(row: dict) -> int:
     return max((y for y in years if y <= LATEST_YEAR), default=2024)
 
 
-def _with_catalog_architecture(row: dict, used: list[str]) -> dict:
-    """``row`` with its blank architecture cells taken from the catalog model its ``model`` cell
-    names (DEFAULTS["architecture"]); unchanged where it names none."""
-    key = catalog_model(row.get("model", ""))
+def _with_catalog_architecture(row: dict, key: str | None, used: list[str]) -> dict:
+    """``row`` with its blank architecture cells taken from catalog model ``key``, the one its
+    ``model`` cell names (DEFAULTS["architecture"]); unchanged where it names none."""
     filled = {} if key is None else {k: v for k, v in architecture_cells(key).items() if _blank(row.get(k))}
     if filled:
         used.append("architecture")
