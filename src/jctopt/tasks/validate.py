@@ -69,10 +69,9 @@ DEFAULTS = {
     "etp": ("tp; 1 where ep x tp does not divide a stage's GPUs", "Megatron-Core's --expert-tensor-parallel-size "
             "defaults to tp; a run whose expert-parallel group could not also split each expert tp ways kept its "
             "experts whole (etp 1, MoE parallel folding), as Megatron-Bridge's MoE recipes set it"),
-    "ep_comm_overlap": ("on from 2025 in Megatron-Core stacks", "MoE all-to-alls behind another micro-batch's "
-                        "compute where the notes name neither a2a_overlap nor DualPipe: Megatron-Core's "
-                        "--overlap-moe-expert-parallel-comm (2025), in NeMo, Megatron-LM and Megatron-Bridge rows; "
-                        "off in AutoModel and torchtitan rows, which lack it"),
+    "ep_comm_overlap": ("off", "MoE all-to-alls exposed where the notes name neither a2a_overlap, DualPipe nor a "
+                        "recipe that sets it: Megatron-Core's --overlap-moe-expert-parallel-comm and Megatron-Bridge's "
+                        "CommOverlapConfig default to off; AutoModel and torchtitan lack the option"),
     "ep_two_hop": ("flat all-to-all", "two-hop dispatch (one fabric crossing per remote NVLink domain) only where the "
                    "notes name DeepEP, HybridEP or node-limited routing"),
     "gpus_per_node": ("the GPU's NVLink domain", "8 on HGX/DGX nodes, 72 on GB200/GB300 NVL72 racks (conf/gpu)"),
@@ -261,14 +260,16 @@ def _glu(row, layers, hidden, ffn, heads, kv, vocab) -> tuple[int, str]:
     return g, ""
 
 
-def _moe_dispatch(row, year: int) -> tuple[bool, bool, bool]:
-    """(all-to-all overlapped, two-hop dispatch, overlap named) as the row's notes name them. Overlap: the
-    recipe's ``a2a_overlap`` / ``moe_a2a_overlap`` flag (Megatron-Core's
-    --overlap-moe-expert-parallel-comm), DualPipe (DeepSeek-V3 report Sec. 3.2.1), or overlap
-    stated disabled; where none is named, on from 2025 (the option's year) in Megatron-Core stacks
-    (NeMo, Megatron-LM, Megatron-Bridge), off in others, which lack it (AutoModel, torchtitan).
-    Two-hop: DeepEP or HybridEP (Megatron's flex dispatcher backends) or DeepSeek's
-    node-limited routing; where none is named, the flat all-to-all dispatcher."""
+def _moe_dispatch(row) -> tuple[bool, bool, bool]:
+    """(all-to-all overlapped, two-hop dispatch, overlap named) as the row's notes name them.
+    Overlap: the recipe's ``a2a_overlap`` / ``moe_a2a_overlap`` flag (Megatron-Core's
+    --overlap-moe-expert-parallel-comm), DualPipe (DeepSeek-V3 report Sec. 3.2.1), overlap stated
+    disabled, or a recipe known to set it (_a2a_overlap_recipe); where none is named, off:
+    Megatron-Core's option and Megatron-Bridge's ``CommOverlapConfig.overlap_moe_expert_parallel_comm``
+    default to off, and other stacks (AutoModel, torchtitan) lack it.
+    Two-hop: DeepEP or HybridEP (Megatron's flex dispatcher backends, named or set by a
+    full-iteration helper) or DeepSeek's node-limited routing; where none is named, the flat
+    all-to-all dispatcher."""
     notes = str(row.get("notes", ""))
     flag = re.search(r"a2a_overlap\W*(true|false)", notes, re.IGNORECASE)
     named = True
@@ -278,10 +279,35 @@ def _moe_dispatch(row, year: int) -> tuple[bool, bool, bool]:
         overlap = True
     elif re.search(r"overlap paths disabled", notes, re.IGNORECASE):
         overlap = False
-    else:  # Megatron-Core's option: other stacks (AutoModel, torchtitan) do not have it
-        overlap, named = year >= 2025 and _megatron_core_stack(row), False
-    two_hop = bool(re.search(r"deepep|hybridep|node-limited routing", notes, re.IGNORECASE))
+    elif (recipe := _a2a_overlap_recipe(row)) is not None:
+        overlap = recipe
+    else:
+        overlap, named = False, False
+    two_hop = bool(re.search(r"deepep|hybridep|node-limited routing", notes, re.IGNORECASE)
+                   or FULL_ITERATION_HELPER.search(notes))
     return overlap, two_hop, named
+
+
+# Megatron-Bridge recipes that set overlap_moe_expert_parallel_comm without the rows' notes
+# printing the flag: the v0.6.0 full-iteration helpers (perf_recipes/qwen/common.py
+# _enable_hybridep_full_iteration_mxfp8, perf_recipes/deepseek/common.py
+# _enable_deepseek_full_iteration_mxfp8: overlap_moe_expert_parallel_comm=True, and the
+# HybridEP dispatcher, moe_flex_dispatcher_backend="hybridep"), and the
+# v0.1.0rc4 launcher (scripts/performance/run_script.py: DeepSeek-V3 overlaps only on H100,
+# ``A2A_1F1B = gpu in ["h100"]``; Qwen3 keeps the default, off).
+FULL_ITERATION_HELPER = re.compile(r"_enable_\w*full_iteration\w*\(")
+MB_V010RC4 = re.compile(r"Megatron-Bridge@v0\.1\.0rc4")
+
+
+def _a2a_overlap_recipe(row) -> bool | None:
+    """Whether the recipe the row's notes name overlaps the MoE all-to-alls; None where the
+    notes name none of the recipes above."""
+    notes = str(row.get("notes", ""))
+    if FULL_ITERATION_HELPER.search(notes):
+        return True
+    if MB_V010RC4.search(notes):
+        return bool(re.search(r"deepseek", str(row.get("model", "")), re.IGNORECASE)) and row.get("gpu") == "h100_sxm"
+    return None
 
 
 def _moe_layers_graphed(row) -> bool:
@@ -515,7 +541,7 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     # stay whole under stage3_param_persistence_threshold.
     tr.zero3_collectives_per_layer = 1 if year >= 2022 else 4 + int(cfg.model.glu)
     tr.dp_overlap = year >= 2023
-    tr.ep_comm_overlap, tr.ep_two_hop, named = _moe_dispatch(row, year)
+    tr.ep_comm_overlap, tr.ep_two_hop, named = _moe_dispatch(row)
     if _moe_layers_graphed(row):
         tr.moe_host_s = 0.0
     tr.offload_layers = _stated_offload_layers(row) or 0
