@@ -116,13 +116,13 @@ def test_expert_inputs_are_cast_once_per_routed_copy(config):
     dispatched copies feeding the experts (8 h), the attention output input (4096) and the
     down GEMMs' inputs (8 x 768); backward, the output gradients of QKV (32 + 2 x 4) x 128,
     the attention output (h), the up GEMMs (2 x 8 x 768) and the eight down GEMMs (8 h).
-    DeepSeek-V3 (3 dense layers of 61, top-8 and one shared expert): 3/61 + 58/61 x 9 copies."""
+    DeepSeek-V3 (3 dense layers of 61, top-8 and one shared expert): 3/61 + 58/61 x 9 copies of h."""
     cfg = config("model=qwen3_30b_a3b", "gpu=h100_sxm", "training.precision=fp8", "layout.tp=1")
     m = cfg.model
-    assert float(C.mlp_copies_per_token(m)) == 8.0
+    assert float(C.mlp_input_width_per_token(m)) == 8.0 * 2048
     forward, backward = Q.quantized_elements_per_token(m, cfg.train, 1.0, float(C.qkv_width(m)),
-                                                       float(C.mlp_width_per_token(m)), C.mlp_copies_per_token(m))
+                                                       float(C.mlp_width_per_token(m)), C.mlp_input_width_per_token(m))
     assert float(forward) == pytest.approx(2048 + 8 * 2048 + 4096 + 8 * 768, rel=1e-12)
     assert float(backward) == pytest.approx(40 * 128 + 2048 + 2 * 8 * 768 + 8 * 2048, rel=1e-12)
     v3 = config("model=deepseek_v3", "gpu=h100_sxm").model
-    assert float(C.mlp_copies_per_token(v3)) == pytest.approx(3 / 61 + 58 / 61 * 9, rel=1e-12)
+    assert float(C.mlp_input_width_per_token(v3)) == pytest.approx((3 / 61 + 58 / 61 * 9) * 7168, rel=1e-12)

@@ -168,6 +168,24 @@ def test_gpu_overrides_are_checked(compose):
         procure.run_procure(compose(*SMALL, "procure.prices={mi300x:1.0}"))
 
 
+def test_dense_twin_of_a_hybrid_latent_moe(compose):
+    """Nemotron 3 Super's twin keeps its Mamba-2 and attention layers; its 40 E layers turn
+    dense (-), each as wide as a token's path through a routed layer: 22 experts of 2 x 1024 x
+    2688, the shared 2 x 4096 x 5376 and the two 4096 x 1024 projections, over 2 x 4096 per unit
+    of width (squared ReLU, not gated): 21,184; the same forward FLOPs per token but the router's."""
+    from jctopt import _compute as C
+
+    cfg = compose("model=nemotron3_super_120b_a12b")
+    twin = syncwall.dense_twin(cfg)
+    assert twin.model.layer_pattern == cfg.model.layer_pattern.replace("E", "-") and twin.model.moe_latent_size == 0
+    width = (22 * 2 * 1024 * 2688 + 2 * 4096 * 5376 + 2 * 4096 * 1024) / (2 * 4096)
+    assert twin.model.ffn_hidden == round(width) == 21184
+    moe, dense = to_config(cfg, layout=False).model, to_config(twin, layout=False).model
+    router = 2 * 4096 * 40 / 88 * 4096 * 512
+    assert float(C.layer_forward_flops(dense, 4096)[0]) == pytest.approx(
+        float(C.layer_forward_flops(moe, 4096)[0]) - router, rel=1e-4)
+
+
 def test_syncwall_of_an_moe_model_beside_its_dense_twin(compose):
     """DeepSeek-V3's dense twin: every layer dense, as wide as a token's path through a routed
     layer on average: 3/61 x 18432 + 58/61 x (8 + 1) x 2048 = 18432; the same active parameters

@@ -587,7 +587,8 @@ def test_case_of_gpu_and_fabric_keys_and_mla_variants(compose):
                                        ("Nemotron-H-56B", "nemotron_h_56b"), ("NemotronH 8B", "nemotron_h_8b"),
                                        ("Nemotron_3_Nano", "nemotron3_nano_30b_a3b"),
                                        ("NVIDIA-Nemotron-3-Nano-30B-A3B", "nemotron3_nano_30b_a3b"),
-                                       ("Nemotron 3 Nano 4B", None), ("Nemotron-3-Super", None)])
+                                       ("Nemotron 3 Nano 4B", None), ("Nemotron-3-Super", "nemotron3_super_120b_a12b"),
+                                       ("Nemotron_3_Super", "nemotron3_super_120b_a12b"), ("Nemotron_3_Ultra", None)])
 def test_model_cells_name_catalog_models(cell, key):
     assert validate.catalog_model(cell) == key
 
@@ -673,7 +674,7 @@ def test_nvfp4_rows_keep_the_bf16_layers_their_recipe_names(compose):
 
 
 @pytest.mark.parametrize("model, attention, hybrid", [
-    ("Nemotron_3_5_Lightning", None, True), ("Nemotron-3-Super", None, True), ("Some model", "mamba hybrid", True),
+    ("Nemotron_3_5_Lightning", None, True), ("Nemotron-3-Ultra", None, True), ("Some model", "mamba hybrid", True),
     ("Jamba 1.5", None, True), ("Nemotron-4 340B", "gqa", False), ("Nemotron-15B", None, False),
     ("Llama-3.3-Nemotron-Super-49B", None, False), ("Llama 3 70B", "gqa", False)])
 def test_hybrid_mamba_models_outside_the_catalog_are_refused_by_name(compose, model, attention, hybrid):
@@ -691,8 +692,9 @@ def test_hybrid_mamba_models_outside_the_catalog_are_refused_by_name(compose, mo
 
 
 def test_catalog_hybrids_are_placed_with_their_layer_pattern(compose):
-    """Nemotron-H 56B named with its cells stated, Nemotron 3 Nano with them blank: each takes the
-    catalog's pattern and Mamba-2 shape; a row whose layer count is not the pattern's is refused."""
+    """Nemotron-H 56B named with its cells stated, Nemotron 3 Nano and Super with them blank: each
+    takes the catalog's pattern and Mamba-2 shape (Super its latent expert width, which no column
+    states); a row whose layer count is not the pattern's is refused."""
     base = compose("task=validate")
     row = {"id": "r", "source": "dgxc-benchmarking 2026", "model": "Nemotron-H-56B", "attention": "gqa",
            "layers": 118, "hidden": 8192, "ffn_hidden": 32768, "heads": 64, "kv_heads": 8, "seq_len": 8192,
@@ -707,7 +709,10 @@ def test_catalog_hybrids_are_placed_with_their_layer_pattern(compose):
     cfg, used = validate.row_config(base, nano)
     m = cfg.model
     assert (m.n_layers, m.hidden, m.n_experts, m.top_k, m.n_dense_layers) == (52, 2688, 128, 6, 0)
-    assert m.layer_pattern.count("E") == 23 and "architecture" in used
+    assert m.layer_pattern.count("E") == 23 and "architecture" in used and m.moe_latent_size == 0
+    cfg, _ = validate.row_config(base, dict(nano, model="Nemotron_3_Super", num_gpus=64, ep=64, micro_batch=1))
+    m = cfg.model
+    assert (m.n_layers, m.hidden, m.n_experts, m.top_k, m.moe_latent_size) == (88, 4096, 512, 22, 1024)
     with pytest.raises(validate.RowError, match=r"layers=80: 'Nemotron-H-56B' is a hybrid Mamba-2 model whose "
                                                 r"118-layer pattern"):
         validate.row_config(base, dict(row, layers=80))

@@ -12,6 +12,7 @@ import jax.numpy as jnp
 from . import _attention as A
 from . import _experts as E
 from . import _hybrid as Hy
+from . import _latent as La
 from . import _mamba as Mb
 from . import _quantization as Q
 from ._types import GPUSpec, ModelSpec, Training
@@ -56,7 +57,22 @@ def mlp_params(m: ModelSpec, width):
 
 
 def mlp_params_per_expert(m: ModelSpec):
+    """One shared expert's weights (it reads the hidden state)."""
     return mlp_params(m, m.moe_ffn_hidden)
+
+
+def routed_expert_params(m: ModelSpec):
+    """One routed expert's weights: its MLP between the routed width (the hidden size, or the
+    latent width under LatentMoE, _latent) and moe_ffn_hidden."""
+    return (2.0 + m.glu) * La.routed_width(m) * m.moe_ffn_hidden
+
+
+def routed_mlp_params(m: ModelSpec, routed_experts):
+    """A routed layer's MLP weights counting ``routed_experts`` of its routed experts (all: the
+    layer's weights; top_k: those one token passes through), with the shared experts, the router
+    (h x n_experts) and the latent projections (_latent)."""
+    return (routed_experts * routed_expert_params(m) + m.n_shared_experts * mlp_params_per_expert(m)
+            + m.hidden * m.n_experts + La.projection_params(m))
 
 
 def moe_layer_fraction(m: ModelSpec):
@@ -73,7 +89,7 @@ def dense_mlp_fraction(m: ModelSpec):
 
 def routed_params_per_layer(m: ModelSpec):
     """Routed experts' weights of one layer, averaged over the layers (what EP shards)."""
-    return moe_layer_fraction(m) * m.n_experts * mlp_params_per_expert(m)
+    return moe_layer_fraction(m) * m.n_experts * routed_expert_params(m)
 
 
 def mlp_width_per_token(m: ModelSpec):
@@ -83,27 +99,36 @@ def mlp_width_per_token(m: ModelSpec):
     return dense_mlp_fraction(m) * m.ffn_hidden + f * (m.top_k + m.n_shared_experts) * m.moe_ffn_hidden
 
 
-def mlp_copies_per_token(m: ModelSpec):
-    """Copies of a token's hidden state the MLP GEMMs read, averaged over the layers: 1 in a
-    dense layer, top_k (+ 1 for the shared experts, one GEMM) in a routed one."""
+def mlp_input_width_per_token(m: ModelSpec):
+    """Elements per token the MLP GEMMs read, averaged over the layers (and, alike, the output
+    gradients of their last GEMMs): h in a dense layer; in a routed one top_k copies of the
+    routed width, h for the shared experts (one GEMM), and under LatentMoE the two projections'
+    inputs, h and the latent width (_latent)."""
     f = moe_layer_fraction(m)
-    return dense_mlp_fraction(m) + f * (m.top_k + jnp.where(m.n_shared_experts > 0, 1.0, 0.0))
+    shared = jnp.where(m.n_shared_experts > 0, 1.0, 0.0) * m.hidden
+    projections = jnp.where(m.moe_latent_size > 0, m.hidden + m.moe_latent_size, 0.0)
+    return dense_mlp_fraction(m) * m.hidden + f * (m.top_k * La.routed_width(m) + shared + projections)
+
+
+def mlp_params_per_token(m: ModelSpec):
+    """MLP weights one token passes through, averaged over the layers: the dense MLP, or top_k
+    routed experts, the shared ones, the router and the latent projections (_latent)."""
+    return (dense_mlp_fraction(m) * mlp_params(m, m.ffn_hidden)
+            + moe_layer_fraction(m) * routed_mlp_params(m, m.top_k))
 
 
 def moe_layer_params(m: ModelSpec):
     """All weights of a routed layer: attention, every routed and shared expert, the router,
-    two norms."""
-    moe = (m.n_experts + m.n_shared_experts) * mlp_params_per_expert(m) + m.hidden * m.n_experts
-    return attention_params(m) + moe + 2.0 * m.hidden
+    the latent projections, two norms."""
+    return attention_params(m) + routed_mlp_params(m, m.n_experts) + 2.0 * m.hidden
 
 
 def layer_params(m: ModelSpec):
     """All weights of one layer, averaged over the layers: its mixers (attention, Mamba-2), its
     MLP (dense or routed experts and router) and a norm per mixer and MLP (_hybrid)."""
-    routed = (m.n_experts + m.n_shared_experts) * mlp_params_per_expert(m) + m.hidden * m.n_experts
     return (Hy.attention_share(m) * attention_params(m) + Hy.mamba_share(m) * Mb.mixer_params(m)
-            + dense_mlp_fraction(m) * mlp_params(m, m.ffn_hidden) + moe_layer_fraction(m) * routed
-            + Hy.sublayers(m) * m.hidden)
+            + dense_mlp_fraction(m) * mlp_params(m, m.ffn_hidden)
+            + moe_layer_fraction(m) * routed_mlp_params(m, m.n_experts) + Hy.sublayers(m) * m.hidden)
 
 
 def embedding_params(m: ModelSpec, seq_len):
@@ -124,7 +149,7 @@ def total_params(m: ModelSpec, seq_len):
 def active_params(m: ModelSpec, seq_len):
     """Parameters touched per token (MoE: top_k of the routed experts, and the shared ones)."""
     routed_layers = m.n_layers * moe_layer_fraction(m) + jnp.where(m.n_experts > 1, m.mtp_layers, 0.0)
-    inactive = (m.n_experts - m.top_k) * mlp_params_per_expert(m)
+    inactive = (m.n_experts - m.top_k) * routed_expert_params(m)
     return total_params(m, seq_len) - routed_layers * inactive
 
 
@@ -132,7 +157,8 @@ def layer_forward_flops(m: ModelSpec, seq_len):
     """Forward FLOPs of one layer per sequence (averaged over the layers), split into (dense
     GEMMs, attention core).
 
-    Dense GEMMs: 2 s x (QKV + proj + the MLP weights a token passes through) + the router; a
+    Dense GEMMs: 2 s x (QKV + proj + the MLP weights a token passes through, the router's
+    and LatentMoE's projections among them: mlp_params_per_token); a
     hybrid's Mamba-2 mixers add their projections and their SSD scan (_mamba), which is linear
     in s and counted here. Attention core: QK^T and scores x V, 2 s^2 a (d_qk + d_v) (= 4 s^2 h
     when a d = h; Narayanan 2021 Eq. 3 derivation; Korthikanti 2022 Sec. 6). Each term is
@@ -140,11 +166,10 @@ def layer_forward_flops(m: ModelSpec, seq_len):
     """
     s = seq_len
     mixers = Hy.attention_share(m) * attention_params(m) + Hy.mamba_share(m) * Mb.gemm_params(m)
-    gemm = 2.0 * s * (mixers + mlp_params(m, mlp_width_per_token(m)))
-    router = 2.0 * s * m.hidden * m.n_experts * moe_layer_fraction(m)
+    gemm = 2.0 * s * (mixers + mlp_params_per_token(m))
     scan = s * Hy.mamba_share(m) * Mb.scan_forward_flops_per_token(m)
     core = Hy.attention_share(m) * 2.0 * s * s * attention_core_width(m)
-    return gemm + router + scan, core
+    return gemm + scan, core
 
 
 def logits_forward_flops(m: ModelSpec, seq_len):
@@ -257,8 +282,9 @@ def layer_gemm_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0, etp=
     n_experts / ep of them on each GPU, 1/etp of each (``etp`` None = tp), and dispatches to
     each the tokens that chose it (``_experts.tokens_per_local_expert``): the FLOPs do not
     depend on ep or etp, the GEMM shapes do (small experts at small ep are thin, memory-bound
-    GEMMs), and the experts run as one grouped GEMM (GROUPED_GEMM_HALF_DIM_FACTOR). Shared
-    experts see every token. A hybrid's Mamba-2 mixers run in_proj (column-parallel) and
+    GEMMs), and the experts run as one grouped GEMM (GROUPED_GEMM_HALF_DIM_FACTOR); under
+    LatentMoE they read and write the latent width, which two projections map from and back to
+    h (_latent). Shared experts see every token. A hybrid's Mamba-2 mixers run in_proj (column-parallel) and
     out_proj (row-parallel, _mamba). Each kind is weighted by its share of the layers
     (_hybrid, dense_mlp_fraction, moe_layer_fraction).
     """
@@ -274,21 +300,30 @@ def layer_gemm_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0, etp=
     qkv += mamba * gemm_time(tokens, h, Mb.in_proj_width(m) / tp, rate, g)
     proj += mamba * gemm_time(tokens, d_inner / tp, h, rate, g)
 
-    def mlp(n_tokens, width, split, half_dim_factor=1.0):  # (up incl. the gate, down), width split over ``split``
-        return (gemm_time(n_tokens, h, (1.0 + m.glu) * width / split, rate, g, half_dim_factor=half_dim_factor),
-                gemm_time(n_tokens, width / split, h, rate, g, half_dim_factor=half_dim_factor))
+    # (up incl. the gate, down) between d_model and width, width split over ``split``
+    def mlp(n_tokens, width, split, half_dim_factor=1.0, d_model=h):
+        return (gemm_time(n_tokens, d_model, (1.0 + m.glu) * width / split, rate, g, half_dim_factor=half_dim_factor),
+                gemm_time(n_tokens, width / split, d_model, rate, g, half_dim_factor=half_dim_factor))
 
     dense_up, dense_down = mlp(tokens, m.ffn_hidden, tp)
     local_experts = m.n_experts / ep
     expert_up, expert_down = mlp(E.tokens_per_local_expert(tokens, m, tp, ep, etp), m.moe_ffn_hidden, etp,
-                                 GROUPED_GEMM_HALF_DIM_FACTOR)
+                                 GROUPED_GEMM_HALF_DIM_FACTOR, La.routed_width(m))
+    # LatentMoE (_latent): h -> l before the dispatch, l -> h after the combine, on the rank's
+    # sequence-parallel share of the tokens (the dispatcher's input). A unit width stands in
+    # where there is no latent width, so that no 0/0 reaches a gradient.
+    latent = jnp.where(m.moe_latent_size > 0, 1.0, 0.0)
+    width = jnp.where(latent > 0, m.moe_latent_size, 1.0)
+    routed_tokens = tokens / jnp.where(t.seq_parallel > 0, tp, 1.0)
+    latent_down = latent * gemm_time(routed_tokens, h, width, rate, g)
+    latent_up = latent * gemm_time(routed_tokens, width, h, rate, g)
     has_shared = jnp.where(m.n_shared_experts > 0, 1.0, 0.0)
     # One expert's width stands in where there is none, so that no 0/0 reaches a gradient.
     shared_up, shared_down = mlp(tokens, jnp.where(has_shared > 0, m.n_shared_experts, 1.0) * m.moe_ffn_hidden, tp)
     f = moe_layer_fraction(m)
     dense = dense_mlp_fraction(m)
-    up = dense * dense_up + f * (local_experts * expert_up + has_shared * shared_up)
-    down = dense * dense_down + f * (local_experts * expert_down + has_shared * shared_down)
+    up = dense * dense_up + f * (local_experts * expert_up + has_shared * shared_up + latent_down)
+    down = dense * dense_down + f * (local_experts * expert_down + has_shared * shared_down + latent_up)
     return qkv + up, proj + down
 
 
@@ -319,10 +354,11 @@ def layer_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0, etp=None)
     sp_div = jnp.where(t.seq_parallel > 0, tp, 1.0)
     norms = 5.5 * Hy.sublayers(m)
     elementwise_bytes = 2.0 * tokens * (norms * h / sp_div + 2.0 * (1.0 + m.glu) * mlp_width_per_token(m) / tp)
-    # MoE layers permute each token's hidden state into expert order once per chosen expert
-    # and un-permute the outputs back (read + write 2h bytes each way): 8 h top_k bytes per
-    # token (Megatron-Core moe_utils permute/unpermute), on the rank's SP share of the tokens.
-    elementwise_bytes += moe_layer_fraction(m) * tokens * 8.0 * h * m.top_k / sp_div
+    # MoE layers permute each token's hidden state (LatentMoE: its latent, _latent) into expert
+    # order once per chosen expert and un-permute the outputs back (read + write 2 bytes per
+    # element each way): 8 x width x top_k bytes per token (Megatron-Core moe_utils
+    # permute/unpermute), on the rank's SP share of the tokens.
+    elementwise_bytes += moe_layer_fraction(m) * tokens * 8.0 * La.routed_width(m) * m.top_k / sp_div
     elementwise = elementwise_bytes / hbm_rate(g)
     # Mamba-2 mixers: the convolution, SSD and gated-norm kernels' HBM traffic, and the SSD's
     # chunk matmuls at the GEMM rate of their thinnest dimension, the head (_mamba).
@@ -361,7 +397,7 @@ def microbatch_compute_time(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, layer
     # Low-precision recipes quantize each GEMM input forward (again when recomputing) and each
     # output gradient backward, through HBM (_quantization).
     q_fwd, q_bwd = Q.quantized_elements_per_token(m, t, tp, qkv_width(m), mlp_width_per_token(m),
-                                                  mlp_copies_per_token(m))
+                                                  mlp_input_width_per_token(m))
     per_layer += (Q.cast_bytes_per_element(t) * tokens * ((1.0 + full_recompute_share(t)) * q_fwd + q_bwd)
                   / hbm_rate(g))
     # The output layer stays in bf16 under fp8 and fp4 recipes: Transformer Engine's autocast

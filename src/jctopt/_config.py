@@ -56,6 +56,7 @@ class ModelConf:
     kv_lora_rank: int = 0
     qk_rope_head_dim: int = 0  # the decoupled RoPE key, shared by the heads
     mtp_layers: int = 0  # multi-token-prediction modules on the last stage (DeepSeek-V3: 1)
+    moe_latent_size: int = 0  # LatentMoE (_latent): the routed experts' width (Nemotron 3 Super: 1024); 0 = hidden
     # Hybrid models (_hybrid): Megatron-Core's layer pattern, one character per layer: M Mamba-2,
     # * attention, - dense MLP, E routed experts (Nemotron-H 8B: "M-M-M-M*-..."); None: a
     # transformer (attention and MLP in every layer). The Mamba-2 mixer's shape (_mamba):
@@ -418,6 +419,9 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
     for key in ("n_shared_experts", "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "mtp_layers"):
         if not m[key] >= 0:
             _fail(f"model.{key}", m[key], "an integer >= 0")
+    if m.moe_latent_size and not (m.n_experts > 1 and 0 < m.moe_latent_size < m.hidden):
+        _fail("model.moe_latent_size", m.moe_latent_size,
+              f"0, or below model.hidden={m.hidden} in an MoE model (model.n_experts > 1)")
     if m.kv_lora_rank and not 0 <= m.qk_rope_head_dim < (m.head_dim or m.hidden // m.n_heads):
         _fail("model.qk_rope_head_dim", m.qk_rope_head_dim, "below model.head_dim (the query/key head: nope + rope)")
     _check_layer_pattern(m)

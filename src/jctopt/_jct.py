@@ -20,6 +20,7 @@ from . import _compute as C
 from . import _experts as E
 from . import _host as H
 from . import _hybrid as Hy
+from . import _latent as La
 from . import _mamba as Mb
 from . import _memory as Mem
 from . import _offload as O
@@ -225,8 +226,9 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     # EP: dispatch + combine all-to-all forward and backward (GShard, Lepikhin et al. 2020).
     moe = jnp.where(m.n_experts > 1, 1.0, 0.0)
     # Each TP rank dispatches its sequence-parallel share of the tokens (Megatron-Core's token
-    # dispatchers run on the SP-split hidden states; MoE with TP requires SP).
-    token_bytes = 2.0 * tokens / jnp.where(t.seq_parallel > 0, lay.tp, 1.0) * m.hidden
+    # dispatchers run on the SP-split hidden states; MoE with TP requires SP), each as wide as
+    # the experts read it (LatentMoE: the latent, _latent).
+    token_bytes = 2.0 * tokens / jnp.where(t.seq_parallel > 0, lay.tp, 1.0) * La.routed_width(m)
     n_a2a = moe * layers_per_stage * C.moe_layer_fraction(m) * (4.0 + 2.0 * recompute_full)
     flat = K.all_to_all(token_bytes * m.top_k, lay.ep, E.ep_stride(lay), g, f, c)
     two_hop = K.all_to_all_two_hop(token_bytes, m.top_k, lay.ep, E.ep_stride(lay), g, f, c)

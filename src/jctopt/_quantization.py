@@ -33,7 +33,7 @@ def cast_bytes_per_element(t: Training):
     return jnp.where(t.low_precision >= 2, FP4_CAST_BYTES, jnp.where(t.low_precision >= 1, FP8_CAST_BYTES, 0.0))
 
 
-def quantized_elements_per_token(m: ModelSpec, t: Training, tp, qkv_width, mlp_width, mlp_copies=1.0):
+def quantized_elements_per_token(m: ModelSpec, t: Training, tp, qkv_width, mlp_width, mlp_input_width=None):
     """(forward, backward) operand elements quantized per token, per layer, per GPU.
 
     Forward: the inputs of the four GEMMs, QKV (h), attention output (heads x v_head_dim),
@@ -44,15 +44,16 @@ def quantized_elements_per_token(m: ModelSpec, t: Training, tp, qkv_width, mlp_w
     on every TP rank without it. ``mlp_width``: what a token passes through (MoE: top_k and
     shared experts). An MoE layer's expert GEMMs take the permuted tokens, one copy per chosen
     expert (Transformer Engine's GroupedLinear quantizes each expert's input), and the shared
-    experts the token once: the MLP-up input and the MLP-down output gradient are cast
-    ``mlp_copies`` times (``_compute.mlp_copies_per_token``). A hybrid's Mamba-2 mixers cast
+    experts the token once; LatentMoE's projections add their own: the MLP inputs and the
+    output gradients of their last GEMMs are ``mlp_input_width`` elements
+    (``_compute.mlp_input_width_per_token``; None: h, a dense MLP). A hybrid's Mamba-2 mixers cast
     in_proj's input (h) and out_proj's (the inner width) forward, their output gradients
     (in_proj's width, h) backward; each mixer is weighted by its share of the layers (_hybrid).
     """
     sp_div = jnp.where(t.seq_parallel > 0, tp, 1.0)
     h, context = m.hidden, m.n_heads * m.v_head_dim
     attn, mamba = Hy.attention_share(m), Hy.mamba_share(m)
-    mlp_h = mlp_copies * h / sp_div
+    mlp_h = (h if mlp_input_width is None else mlp_input_width) / sp_div
     forward = ((attn + mamba) * h / sp_div + mlp_h
                + (attn * context + mamba * Mb.inner_width(m) + mlp_width) / tp)
     backward = ((attn + mamba) * h / sp_div + mlp_h

@@ -27,6 +27,7 @@ NAMES = {
     # Hybrid Mamba-2 models (_hybrid): their layer pattern comes from the catalog only.
     "nemotron_h_8b": r"nemotron ?h ?8b", "nemotron_h_47b": r"nemotron ?h ?47b", "nemotron_h_56b": r"nemotron ?h ?56b",
     "nemotron3_nano_30b_a3b": r"nemotron ?3 ?nano(?! ?4b)( ?30b ?a3b)?",
+    "nemotron3_super_120b_a12b": r"nemotron ?3 ?super( ?120b ?a12b)?",
 }
 
 
@@ -51,6 +52,13 @@ def hybrid_layers(key: str) -> MappingProxyType | None:
     fields = ("layer_pattern", "mamba_heads", "mamba_head_dim", "mamba_state", "mamba_groups", "glu",
               "tied_embeddings", "learned_positions")
     return MappingProxyType({k: m[k] for k in fields} | {"n_layers": m.n_layers})
+
+
+@functools.cache
+def latent_size(key: str) -> int:
+    """A catalog MoE's latent expert width (``model.moe_latent_size``, _latent; 0: none), which
+    no runs column states."""
+    return int(load_option("model", key).moe_latent_size)
 
 
 def hybrid_keys() -> list[str]:

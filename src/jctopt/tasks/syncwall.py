@@ -19,7 +19,8 @@ from omegaconf import DictConfig
 from rich.console import Console
 from rich.table import Table
 
-from .._compute import mlp_width_per_token
+from .. import _compute as C
+from .. import _hybrid as Hy
 from .._config import ConfigError, to_config
 from .._search import configured, search
 from .._space import int_axis
@@ -32,14 +33,20 @@ PURE_DP = dict(space__tp=[1], space__pp=[1], space__cp=[1], space__ep=[1], space
 
 def dense_twin(cfg: DictConfig) -> DictConfig:
     """``cfg`` with its MoE model replaced by the dense model of the same active size: the same
-    attention, layers and vocabulary, and in every layer a dense MLP as wide as what a token
-    passes through on average (_compute.mlp_width_per_token: top_k routed plus the shared
-    experts in a routed layer, ffn_hidden in a leading dense one). Same FLOPs per token but the
+    attention (and Mamba-2 mixers), layers and vocabulary, and in every MLP layer (a hybrid's
+    ``E`` layers become ``-``) a dense MLP holding the weights a token passes through in the
+    average MLP layer (_compute.mlp_params_per_token: top_k routed and the shared experts, a
+    LatentMoE's projections, ffn_hidden in a leading dense layer). Same FLOPs per token but the
     router's; no all-to-all, no expert weights."""
     m = cfg.model
-    width = float(mlp_width_per_token(to_config(cfg, layout=False).model))
+    c = to_config(cfg, layout=False).model
+    router = float(C.moe_layer_fraction(c)) * float(c.hidden) * float(c.n_experts)
+    per_mlp = (float(C.mlp_params_per_token(c)) - router) / float(Hy.mlp_share(c))
+    width = per_mlp / ((2.0 + float(c.glu)) * float(c.hidden))
+    pattern = None if m.layer_pattern is None else m.layer_pattern.replace(Hy.MOE, Hy.DENSE_MLP)
     return configured(cfg, model__name=f"{m.name} dense twin", model__n_experts=1, model__top_k=1,
                       model__n_shared_experts=0, model__n_dense_layers=0, model__moe_ffn_hidden=None,
+                      model__moe_latent_size=0, model__layer_pattern=pattern,
                       model__ffn_hidden=int(round(width)), space__ep=[1])
 
 

@@ -30,7 +30,7 @@ from .._jct import STEP_PARTS, Reason, estimate, estimate_batch, unmasked_step
 from .._resources import validation_file
 from .._types import stack
 from .._uncertainty import step_interval
-from ._catalog_models import architecture_cells, catalog_model, hybrid_keys, hybrid_layers, hybrid_mamba
+from ._catalog_models import architecture_cells, catalog_model, hybrid_keys, hybrid_layers, hybrid_mamba, latent_size
 from ._risk import check_confidence, error_basis, log_quantiles
 from ._output import pyplot, save_plot
 
@@ -398,8 +398,7 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     for cell in ("model", "attention"):
         if hybrid is None and hybrid_mamba(row.get(cell, "")):
             raise RowError(f"{cell}={row[cell]!r} is a hybrid Mamba-2 model outside the catalog: its layer pattern is "
-                           f"unknown (catalog hybrids: {', '.join(hybrid_keys())}; Nemotron 3 Super and Ultra's "
-                           "latent MoE is not modelled)")
+                           f"unknown (catalog hybrids: {', '.join(hybrid_keys())})")
     row = _with_catalog_architecture(row, key, used)
     cfg = copy.deepcopy(base)
     gpu, aliased = row_gpu(row["gpu"])
@@ -466,6 +465,8 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     m.tied_embeddings, m.learned_positions = not glu, not glu
     if hybrid:
         _hybrid_model(m, row, hybrid)
+    # A catalog MoE's latent expert width (_latent): no runs column states it.
+    m.moe_latent_size = latent_size(key) if key is not None and m.n_experts > 1 else 0
 
     lay, tr = cfg.layout, cfg.training
     lay.n_gpus = _int(row, "num_gpus", used)
