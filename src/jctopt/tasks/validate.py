@@ -277,7 +277,7 @@ def _moe_dispatch(row) -> tuple[bool, bool, bool]:
         overlap = flag.group(1).lower() == "true"
     elif re.search(r"dualpipe", notes, re.IGNORECASE):
         overlap = True
-    elif re.search(r"overlap paths disabled", notes, re.IGNORECASE):
+    elif _overlaps_disabled(row):
         overlap = False
     elif (recipe := _a2a_overlap_recipe(row)) is not None:
         overlap = recipe
@@ -321,6 +321,14 @@ def _moe_layers_graphed(row) -> bool:
     return bool(full or static)
 
 
+def _overlaps_disabled(row) -> bool:
+    """Whether the notes say the run turned its communication overlaps off ("overlap paths
+    disabled": MooreThreads/SimuMax's Megatron-LM runs pass --disable-tp-comm-overlap-* and no
+    --overlap-grad-reduce or --overlap-moe-expert-parallel-comm): TP, data-parallel and MoE
+    traffic all exposed."""
+    return bool(re.search(r"overlap paths disabled", str(row.get("notes", "")), re.IGNORECASE))
+
+
 def _tp_overlap(row, year: int, torchtitan: bool) -> tuple[bool, bool]:
     """(TP collectives pipelined with the GEMMs, column-parallel backward all-reduce behind the
     weight gradient) as the row's stack runs them. Megatron-Core 2024 recipes pipeline TP
@@ -331,7 +339,10 @@ def _tp_overlap(row, year: int, torchtitan: bool) -> tuple[bool, bool]:
     micro-pipelining pass, ``enable_async_tensor_parallel``), which the notes name
     ("AsyncTP", "Async TP"; the asyncTP benchmark's rows say "vanilla TP" or "async TP").
     The first switch also hides interleaved PP sends (_jct); every torchtitan row with a
-    pipeline names async TP, so none runs torchtitan's PP with its sends exposed."""
+    pipeline names async TP, so none runs torchtitan's PP with its sends exposed. A row whose
+    notes turn the overlaps off (_overlaps_disabled) pipelines nothing."""
+    if _overlaps_disabled(row):
+        return False, year >= 2022
     if torchtitan:
         notes = str(row.get("notes", ""))
         async_tp = bool(re.search(r"\basync ?tp\b", notes, re.IGNORECASE)) and not re.search(
@@ -541,7 +552,7 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     # the layer's weight matrices (QKV, output, MLP in and out, a GLU gate); biases and norms
     # stay whole under stage3_param_persistence_threshold.
     tr.zero3_collectives_per_layer = 1 if year >= 2022 else 4 + int(cfg.model.glu)
-    tr.dp_overlap = year >= 2023
+    tr.dp_overlap = year >= 2023 and not _overlaps_disabled(row)
     tr.ep_comm_overlap, tr.ep_two_hop, named = _moe_dispatch(row)
     if _moe_layers_graphed(row):
         tr.moe_host_s = 0.0
@@ -880,13 +891,15 @@ def report(df: pd.DataFrame, runs: Path) -> str:
               "FlashAttention-2 otherwise (llm-foundry, torchtitan, PyTorch FSDP)",
               "- TP/PP communication overlap (`mp_comm_overlap`): on for sources from 2024 on (Megatron-Core "
               "`--tp-comm-overlap`, `--overlap-p2p-communication`), off before; torchtitan rows only where "
-              "the notes name async TP (DTensor's collectives otherwise run between the GEMMs)",
+              "the notes name async TP (DTensor's collectives otherwise run between the GEMMs); off where "
+              "the notes say the overlap paths were disabled",
               "- Column-parallel backward all-reduces behind the weight-gradient GEMMs (`tp_async_backward`): "
               "on for sources from 2022 on (Megatron-LM `--async-tensor-model-parallel-allreduce`, in the code "
               "of Korthikanti et al. 2022), off before and in torchtitan rows without async TP",
               "- Data-parallel traffic (gradient sync, ZeRO-3 gathers) overlapped with compute (`dp_overlap`): "
               "off for sources before 2023 (Megatron-LM all-reduced after the backward, Korthikanti et al. "
-              "2022 Sec. 6.3), on from 2023 (PyTorch DDP/FSDP, Megatron-Core `--overlap-grad-reduce`)",
+              "2022 Sec. 6.3), on from 2023 (PyTorch DDP/FSDP, Megatron-Core `--overlap-grad-reduce`) unless "
+              "the notes say the overlap paths were disabled",
               "- ZeRO-3 sharding: as the notes name it (`FULL_SHARD` or `HYBRID_SHARD`); else inside a node, "
               "nodes replicating (FSDP `HYBRID_SHARD`), for sources from 2024 on, and over every "
               "data-parallel rank (DeepSpeed ZeRO-3) before",
