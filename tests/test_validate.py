@@ -472,7 +472,7 @@ def test_moe_dispatch_and_overlap_as_the_notes_name_them(compose):
     assert not (cfg.training.ep_comm_overlap or cfg.training.dp_overlap or cfg.training.mp_comm_overlap)
     assert cfg.training.tp_async_backward  # Megatron's asynchronous all-reduce is no overlap path to disable
     rc4 = "perf config Megatron-Bridge@v0.1.0rc4 (6725f7049) deepseek_v3_llm_pretrain.yaml"
-    for gpu, overlap in (("h100_sxm", True), ("b200", False)):
+    for gpu, overlap in (("h100_sxm", True), ("DGX-H100", True), ("b200", False)):
         cfg, _ = validate.row_config(base, dict(row, notes=rc4, model="DeepSeekV3", gpu=gpu))
         assert cfg.training.ep_comm_overlap == overlap, gpu
     for source in ("NVIDIA-NeMo/Automodel docs/performance-summary.mdx (2025-10)", "pytorch/torchtitan mxfp8.md (2025-12)"):

@@ -306,7 +306,8 @@ def _a2a_overlap_recipe(row) -> bool | None:
     if FULL_ITERATION_HELPER.search(notes):
         return True
     if MB_V010RC4.search(notes):
-        return bool(re.search(r"deepseek", str(row.get("model", "")), re.IGNORECASE)) and row.get("gpu") == "h100_sxm"
+        deepseek = bool(re.search(r"deepseek", str(row.get("model", "")), re.IGNORECASE))
+        return deepseek and row_gpu(row.get("gpu", ""))[0] == "h100_sxm"
     return None
 
 
