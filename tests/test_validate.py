@@ -227,9 +227,9 @@ def test_median_error_per_source_within_bound(request, fixture, source):
 def test_dev2_is_placed_and_blackwell_is_fitted(predicted_dev2):
     """Every row placed; shipped (fitted to runs_dev.csv + runs_dev2.csv, 2026-11-25): median
     5.08 %, p90 13.7 % (targets 5 / 15 %: the median is missed by 0.08, guarded at 5.5. The fit
-    before, 4.74 / 15.1 %, was made before the Nemotron-4 catalog entries changed how those rows
-    are placed; refitting the current model, with the eight Nemotron-4 340B rows' VP=12 erratum,
-    trades the median for the p90, which the erratum alone takes from 15.1 to 13.6 %); H100
+    before gave 4.74 / 15.1 %; the eight Nemotron-4 340B rows' VP=12 erratum alone takes the p90
+    to 13.6 %, and refitting, which does not reproduce the previous record exactly (README),
+    trades the median for the tail); H100
     5.2 %, B200 4.4 %, GB200 3.6 % (target <= 10 % each). Before B200/GB200 rows were fitted they
     were 26 % too fast."""
     df = predicted_dev2
