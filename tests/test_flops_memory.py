@@ -42,6 +42,17 @@ def test_published_parameter_counts(config, model, billions):
     assert float(C.total_params(cfg.model, cfg.train.seq_len)) / 1e9 == pytest.approx(billions, rel=5e-3)
 
 
+def test_llama2_34b_parameter_count(config):
+    # fms-fsdp's llama2_34b by hand: per layer q, o 8192^2 each, k, v 8192 x 1024 each, SwiGLU
+    # 3 x 8192 x 22016, two norms 8192; 48 layers; untied embedding and head 2 x 32000 x 8192;
+    # final norm: 33,743,970,304 ("34B", Touvron et al. 2023, Table 1).
+    layer = 2 * 8192**2 + 2 * 8192 * 1024 + 3 * 8192 * 22016 + 2 * 8192
+    expected = 48 * layer + 2 * 32000 * 8192 + 8192
+    assert expected == 33_743_970_304
+    cfg = config("model=llama2_34b", "layout=single_node", "training.global_batch=8")
+    assert float(C.total_params(cfg.model, cfg.train.seq_len)) == pytest.approx(expected, rel=1e-6)
+
+
 def _act(config, tp, sp, recompute, flash=False):
     cfg = _gpt3(config, f"layout.tp={tp}", "layout.pp=1", f"layout.n_gpus={tp}", "training.micro_batch=1",
                 f"training.seq_parallel={sp}", f"training.recompute={recompute}",

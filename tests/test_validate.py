@@ -164,9 +164,11 @@ BOUNDS = {  # shipped (calibrated) medians + ~2 points: a regression guard, not 
 
 def test_all_rows_meet_the_fidelity_targets(predicted):
     """The targets on runs_dev.csv: median |error| <= 5 %, 90th percentile <= 12 %. Shipped
-    (fitted to runs_dev.csv + runs_dev2.csv, 2026-11-25): 3.1 % and 11.5 %."""
+    (fitted to runs_dev.csv + runs_dev2.csv, 2026-11-25): 3.1 % and 11.6 %. Every row whose GPU
+    is in the catalog is placed; 280 have a measured time (the two Llama 2 34B rows with the
+    fms-fsdp shapes of catalog model llama2_34b)."""
     err = predicted.abs_pct_error.dropna()
-    assert len(err) == 278
+    assert len(err) == 280
     assert err.median() <= 5.0 and err.quantile(0.9) <= 12.0
 
 
@@ -601,7 +603,8 @@ def test_case_of_gpu_and_fabric_keys_and_mla_variants(compose):
                                        ("Nemotron_3_Nano", "nemotron3_nano_30b_a3b"),
                                        ("NVIDIA-Nemotron-3-Nano-30B-A3B", "nemotron3_nano_30b_a3b"),
                                        ("Nemotron 3 Nano 4B", None), ("Nemotron-3-Super", "nemotron3_super_120b_a12b"),
-                                       ("Nemotron_3_Super", "nemotron3_super_120b_a12b"), ("Nemotron_3_Ultra", None)])
+                                       ("Nemotron_3_Super", "nemotron3_super_120b_a12b"), ("Nemotron_3_Ultra", None),
+                                       ("Llama-2-style 34B (FSDP)", "llama2_34b"), ("Llama 2 34B", "llama2_34b")])
 def test_model_cells_name_catalog_models(cell, key):
     assert validate.catalog_model(cell) == key
 

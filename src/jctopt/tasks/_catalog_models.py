@@ -19,7 +19,8 @@ from .._config import load_option
 # 3.1 and 3.3 keep Llama 3's shapes (Dubey et al. 2024, Table 3); DeepSeek-V3.1/V3.2 keep V3's.
 NAMES = {
     "llama3_405b": r"llama ?3(\.[13])? ?405b", "llama3_70b": r"llama ?3(\.[13])? ?70b",
-    "llama3_8b": r"llama ?3(\.1)? ?8b", "deepseek_v3": r"deepseek ?v3(\.\d)?", "kimi_k2": r"kimi ?k2",
+    "llama3_8b": r"llama ?3(\.1)? ?8b", "llama2_34b": r"llama ?2( style)? ?34b",
+    "deepseek_v3": r"deepseek ?v3(\.\d)?", "kimi_k2": r"kimi ?k2",
     "qwen3_30b_a3b": r"qwen ?3 ?30b ?a3b", "qwen3_235b_a22b": r"qwen ?3 ?235b ?a22b",
     "gpt_oss_120b": r"gpt ?oss ?120b", "llama4_scout": r"llama ?4 ?scout", "llama4_maverick": r"llama ?4 ?maverick",
     "mixtral_8x7b": r"mixtral ?8x7b", "mixtral_8x22b": r"mixtral ?8x22b", "gpt3_175b": r"gpt ?3 ?175b",
