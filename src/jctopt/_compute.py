@@ -10,6 +10,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from . import _attention as A
+from . import _eager as Ea
 from . import _experts as E
 from . import _hybrid as Hy
 from . import _latent as La
@@ -359,6 +360,8 @@ def layer_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0, etp=None)
     # element each way): 8 x width x top_k bytes per token (Megatron-Core moe_utils
     # permute/unpermute), on the rank's SP share of the tokens.
     elementwise_bytes += moe_layer_fraction(m) * tokens * 8.0 * La.routed_width(m) * m.top_k / sp_div
+    # Eager PyTorch (no torch.compile, no fused kernels) moves more: _eager.
+    elementwise_bytes += tokens * Ea.extra_forward_bytes_per_token(m, t, tp, mlp_width_per_token(m))
     elementwise = elementwise_bytes / hbm_rate(g)
     # Mamba-2 mixers: the convolution, SSD and gated-norm kernels' HBM traffic, and the SSD's
     # chunk matmuls at the GEMM rate of their thinnest dimension, the head (_mamba).

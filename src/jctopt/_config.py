@@ -160,6 +160,7 @@ class TrainingConf:
     seq_parallel: bool = True
     flash_attention: bool = True
     fused_attention: bool = False  # Transformer Engine's cuDNN attention (Megatron-Core, NeMo) instead of FlashAttention-2
+    fused_elementwise: bool = True  # norms, activation, RoPE fused (TE, Apex, XLA, torch.compile); false: eager PyTorch (_eager)
     precision: str = "bf16"  # bf16 | fp16 | fp8 | mxfp8 | nvfp4 (PRECISION)
     grad_bytes: float = 2.0
     grad_compression: float = 1.0

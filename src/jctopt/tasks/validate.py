@@ -565,7 +565,22 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     # llm-foundry's MPT runs under Composer, which updates its two train metrics (cross-entropy,
     # perplexity) from the logits after every micro-batch (composer/trainer/trainer.py).
     tr.metric_loss_passes = 2 if "llm-foundry" in str(row.get("source", "")) else 0
+    tr.fused_elementwise = not _eager_elementwise(row)
     return cfg, used
+
+
+# Rows whose elementwise operators ran as eager PyTorch kernels (_eager): torchtitan rows whose
+# notes say torch.compile was off, and the PyTorch FSDP blog's runs, made with IBM's fms-fsdp
+# (its scripts/7b.sh and 34b.sh @2fdced76: --use_torch_compile=False).
+EAGER_NOTES = re.compile(r"compile\s*(=\s*(no|false)\b|off\b)", re.IGNORECASE)
+EAGER_SOURCES = re.compile(r"Maximizing training throughput using PyTorch FSDP")
+
+
+def _eager_elementwise(row: dict) -> bool:
+    """Whether a row's norms, activation and rotary embedding ran as eager PyTorch kernels."""
+    torchtitan = "torchtitan" in _stack_text(row)
+    return bool((torchtitan and EAGER_NOTES.search(str(row.get("notes", ""))))
+                or EAGER_SOURCES.search(str(row.get("source", ""))))
 
 
 # Sources whose software is Megatron-Core / NeMo / Transformer Engine, or NVIDIA's JAX recipes.
@@ -910,6 +925,9 @@ def report(df: pd.DataFrame, runs: Path) -> str:
               "- Training metrics recomputed from the logits every micro-batch (`metric_loss_passes`): 2 for "
               "llm-foundry sources (Composer updates MPT's train cross-entropy and perplexity after each "
               "micro-batch's backward), 0 otherwise",
+              "- Elementwise kernels (`fused_elementwise`): eager PyTorch (unfused RMSNorm, SwiGLU, RoPE; _eager) "
+              "for torchtitan rows whose notes say compile was off and for the PyTorch FSDP blog's fms-fsdp runs "
+              "(--use_torch_compile=False in its scripts); fused otherwise",
               "- Host launch time per MoE layer (`moe_host_s`): the training preset's, 0 where the notes name a "
               "full-iteration CUDA graph (`full_iteration`) or CUDA graphs over token-dropping layers (static "
               "shapes)"]
