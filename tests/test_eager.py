@@ -17,17 +17,17 @@ def test_extra_bytes_of_llama3_8b_by_hand(config):
     SwiGLU 2 x 14,336 = 28,672, RoPE on 32 query and 8 key heads of 128: 16 x 40 x 128 = 81,920;
     372,736 bytes eager, none fused."""
     eager = _llama3_8b(config, "training.fused_elementwise=false")
-    extra = Ea.extra_forward_bytes_per_token(eager.model, eager.train, 1.0, C.mlp_width_per_token(eager.model))
+    extra = Ea.extra_forward_bytes_per_token(eager.model, eager.train, 1.0, 1.0, C.mlp_width_per_token(eager.model))
     assert float(extra) == pytest.approx(2 * 32 * 4096 + 2 * 14336 + 16 * 40 * 128, rel=1e-12)
     fused = _llama3_8b(config)
-    assert float(Ea.extra_forward_bytes_per_token(fused.model, fused.train, 1.0, 14336.0)) == 0.0
+    assert float(Ea.extra_forward_bytes_per_token(fused.model, fused.train, 1.0, 1.0, 14336.0)) == 0.0
 
 
 def test_tensor_parallel_splits_the_extra_traffic(config):
-    """At tp 4 with sequence parallelism every term is split four ways."""
+    """At tp 4 with sequence parallelism (layer_times' sp_div = tp) every term is split four ways."""
     cfg = _llama3_8b(config, "training.fused_elementwise=false", "training.seq_parallel=true")
-    one = float(Ea.extra_forward_bytes_per_token(cfg.model, cfg.train, 1.0, 14336.0))
-    four = float(Ea.extra_forward_bytes_per_token(cfg.model, cfg.train, 4.0, 14336.0))
+    one = float(Ea.extra_forward_bytes_per_token(cfg.model, cfg.train, 1.0, 1.0, 14336.0))
+    four = float(Ea.extra_forward_bytes_per_token(cfg.model, cfg.train, 4.0, 4.0, 14336.0))
     assert four == pytest.approx(one / 4, rel=1e-12)
 
 

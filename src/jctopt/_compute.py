@@ -354,14 +354,15 @@ def layer_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0, etp=None)
     # norm and a residual add) per mixer and per MLP (_hybrid.sublayers: 2 in a transformer).
     sp_div = jnp.where(t.seq_parallel > 0, tp, 1.0)
     norms = 5.5 * Hy.sublayers(m)
-    elementwise_bytes = 2.0 * tokens * (norms * h / sp_div + 2.0 * (1.0 + m.glu) * mlp_width_per_token(m) / tp)
+    mlp_width = mlp_width_per_token(m)
+    elementwise_bytes = 2.0 * tokens * (norms * h / sp_div + 2.0 * (1.0 + m.glu) * mlp_width / tp)
     # MoE layers permute each token's hidden state (LatentMoE: its latent, _latent) into expert
     # order once per chosen expert and un-permute the outputs back (read + write 2 bytes per
     # element each way): 8 x width x top_k bytes per token (Megatron-Core moe_utils
     # permute/unpermute), on the rank's SP share of the tokens.
     elementwise_bytes += moe_layer_fraction(m) * tokens * 8.0 * La.routed_width(m) * m.top_k / sp_div
     # Eager PyTorch (no torch.compile, no fused kernels) moves more: _eager.
-    elementwise_bytes += tokens * Ea.extra_forward_bytes_per_token(m, t, tp, mlp_width_per_token(m))
+    elementwise_bytes += tokens * Ea.extra_forward_bytes_per_token(m, t, tp, sp_div, mlp_width)
     elementwise = elementwise_bytes / hbm_rate(g)
     # Mamba-2 mixers: the convolution, SSD and gated-norm kernels' HBM traffic, and the SSD's
     # chunk matmuls at the GEMM rate of their thinnest dimension, the head (_mamba).

@@ -28,12 +28,12 @@ GLU_EXTRA_BYTES = 2.0  # per element of the gated MLP width
 ROPE_EXTRA_BYTES = 16.0  # per element of the query and key widths
 
 
-def extra_forward_bytes_per_token(m: ModelSpec, t: Training, tp, mlp_width_per_token):
+def extra_forward_bytes_per_token(m: ModelSpec, t: Training, tp, sp_div, mlp_width_per_token):
     """Forward bytes per token of one layer that eager kernels move beyond fused ones (0 when
-    ``t.fused_elementwise``): the pre-norms (split over tp under sequence parallelism), the gated
-    activation and, where positions are rotary, the query and key rotation, split over tp (under
-    MLA the whole head is counted though only its RoPE part rotates: an upper bound)."""
-    sp_div = 1.0 + t.seq_parallel * (tp - 1.0)
+    ``t.fused_elementwise``): the pre-norms (split over ``sp_div``, the caller's sequence-parallel
+    share: tp under sequence parallelism, else 1), the gated activation and, where positions are
+    rotary, the query and key rotation, split over tp (under MLA the whole head is counted though
+    only its RoPE part rotates: an upper bound)."""
     norms = NORM_EXTRA_BYTES * Hy.sublayers(m) * m.hidden / sp_div
     glu = GLU_EXTRA_BYTES * m.glu * mlp_width_per_token / tp
     rope = ROPE_EXTRA_BYTES * Hy.attention_share(m) * (1.0 - m.learned_positions) * (
