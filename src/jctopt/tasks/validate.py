@@ -54,9 +54,10 @@ def runs_path(runs: str | None) -> Path:
 # Blank cells: the value used and why (printed in the report).
 DEFAULTS = {
     "kv_heads": ("= heads", "no grouped-query attention unless stated (runs_dev.csv README)"),
-    "vpp": ("1; 2 for torchtitan's Interleaved 1F1B and for ZB-V", "no interleaved schedule unless stated; "
-            "torchtitan builds two stages per rank for a looped schedule when no split is given; ZB-V's V is two "
-            "chunks per rank"),
+    "vpp": ("1; 2 for torchtitan's Interleaved 1F1B and for ZB-V; where the notes say interleaved without a "
+            "depth, the fastest depth (2-16 chunks per rank) that fits",
+            "no interleaved schedule unless stated; torchtitan builds two stages per rank for a looped schedule "
+            "when no split is given; ZB-V's V is two chunks per rank; a run's authors tune the depth for speed"),
     "micro_batch": ("1; with ZeRO-3 at pp = 1, global_batch / dp; torchtitan at pp > 1, global_batch / (dp pp)",
                     "Megatron-LM's default micro-batch size; FSDP stacks (torchtitan's local_batch_size, MaxText's "
                     "per_device_batch_size) run the replica's batch at once unless gradient accumulation is stated; "
@@ -671,19 +672,29 @@ def _moe_columns(m: DictConfig, row: dict, used: list[str]) -> None:
 
 
 def place_rows(cfg: DictConfig, table: pd.DataFrame) -> tuple[list[dict], list[int], list]:
-    """(one record per row: id, source, measured time, defaults_used or reason; positions of
-    the placed rows; their model configurations)."""
+    """(one record per row: id, source, measured time, defaults_used or reason, and
+    chosen_by_speed: whether a blank cell took the value the model finds fastest, a split, an
+    interleaving depth or offloading; positions of the placed rows; their model configurations)."""
     base = copy.deepcopy(cfg)
     configs, index, rows = [], [], []
     for i, row in enumerate(table.to_dict("records")):
         out = {"id": row["id"], "source": row.get("source"), "measured_iter_time_s": row.get("measured_iter_time_s"),
                "gpu": row.get("gpu")}
         try:
-            config, rc, used = _fastest_split(base, row) if _split_blank(row) else _place(base, row)
+            if _split_blank(row):
+                config, rc, used = _fastest_split(base, row)
+                chosen = True
+            elif _interleaving_depth_unstated(row):
+                config, rc, used = _fastest_interleaving(base, row)
+                chosen = float(config.layout.vpp) > 1
+            else:
+                config, rc, used = _place(base, row)
+                chosen = "offload_layers" in used
             configs.append(config)
             index.append(i)
             out["gpu"] = rc.gpu.name
             out["defaults_used"] = ",".join(sorted(set(used)))
+            out["chosen_by_speed"] = chosen
         except (RowError, ConfigError, ValueError, TypeError) as err:
             out["reason"] = str(err)
         rows.append(out)
@@ -767,24 +778,70 @@ def _fastest_split(base: DictConfig, row: dict):
     step time that fits in memory (else the fastest of all): tp a power of two within the
     NVLink domain dividing the heads, pp any divisor of the GPUs left (DEFAULTS["tp"])."""
     n = _int(row, "num_gpus", [])
-    candidates, last_error = [], None
-    for tp in (1, 2, 4, 8, 16, 32, 64):
-        for pp in (p for p in range(1, n // tp + 1) if n % (tp * p) == 0):
-            try:
-                config, rc, used = _place(base, dict(row, tp=tp, pp=pp))
-            except (RowError, ConfigError, ValueError, TypeError) as err:
-                last_error = err  # this split does not divide the model or the batch
-                continue
-            if tp > rc.gpu.nvlink_domain:
-                continue
-            est = _estimate_one(config)
-            fits = Reason(int(est.reason)) != Reason.MEMORY
-            candidates.append((not fits, float(est.step_s), tp, pp, config, rc, used))
-    if not candidates:
+    splits = [(tp, pp) for tp in (1, 2, 4, 8, 16, 32, 64) for pp in range(1, n // tp + 1) if n % (tp * pp) == 0]
+    best, last_error = _fastest_placement(base, ((split, dict(row, tp=split[0], pp=split[1])) for split in splits),
+                                          keep=lambda split, rc: split[0] <= rc.gpu.nvlink_domain)
+    if best is None:
         raise RowError(f"tp, pp and dp are blank and no split of num_gpus={n} divides the model and batch"
                        + (f" (e.g. {last_error})" if last_error else ""))
-    *_, config, rc, used = min(candidates, key=lambda c: c[:4])
+    config, rc, used = best
     return config, rc, sorted(set(used) | {"tp", "pp"})
+
+
+def _fastest_placement(base: DictConfig, variants, keep=lambda key, rc: True):
+    """((config, rc, used) of the variant row, given as (key, row), placed at the least predicted
+    step time among those that fit in memory, else the fastest of all, or None; the last
+    placement error). Variants that do not place, that ``keep`` refuses or that the model masks
+    for a reason other than memory are skipped; ties go to the smaller key."""
+    candidates, last_error = [], None
+    for key, variant in variants:
+        try:
+            config, rc, used = _place(base, variant)
+        except (RowError, ConfigError, ValueError, TypeError) as err:
+            last_error = err  # this variant does not divide the model or the batch
+            continue
+        if not keep(key, rc):
+            continue
+        est = _estimate_one(config)
+        reason = Reason(int(est.reason))
+        if reason in (Reason.OK, Reason.MEMORY):
+            candidates.append((reason == Reason.MEMORY, float(est.step_s), key, (config, rc, used)))
+    best = min(candidates, key=lambda c: c[:3], default=None)
+    return (None if best is None else best[3]), last_error
+
+
+# A row whose notes or derivation say its pipeline schedule was interleaved without saying into
+# how many chunks ("interleaved; chunk count not stated"); a negation ("no interleaving") does not
+# count.
+INTERLEAVED_NOTES = re.compile(r"\binterleaved\b", re.IGNORECASE)
+NOT_INTERLEAVED_NOTES = re.compile(r"\b(no|not|without|non)[ -]interleav", re.IGNORECASE)
+MAX_INTERLEAVING = 16
+
+
+def _interleaving_depth_unstated(row: dict) -> bool:
+    """Whether the row ran an interleaved pipeline schedule of unstated depth: vpp blank, pp > 1,
+    the notes or derivation say interleaved, and the stack is not torchtitan (whose own default,
+    two stages per rank, DEFAULTS["vpp"] applies)."""
+    notes = f"{row.get('notes', '')} {row.get('derivation', '')}"
+    try:
+        pipelined = float(row.get("pp")) > 1
+    except (TypeError, ValueError):
+        pipelined = False  # a blank or unreadable pp: row_config says why
+    return (pipelined and _blank(row.get("vpp")) and bool(INTERLEAVED_NOTES.search(notes))
+            and not NOT_INTERLEAVED_NOTES.search(notes) and "torchtitan" not in _stack_text(row))
+
+
+def _fastest_interleaving(base: DictConfig, row: dict):
+    """``_place`` of a row that ran an interleaved schedule of unstated depth, at the depth
+    (2..MAX_INTERLEAVING chunks per rank, the layers split as the frameworks split them) of
+    least predicted step time that fits in memory, else the fastest of all: a run's authors
+    tune the depth for speed (DEFAULTS["vpp"]). Where no depth places, one chunk per rank."""
+    depths = range(2, MAX_INTERLEAVING + 1)
+    best, _ = _fastest_placement(base, ((vpp, dict(row, vpp=vpp)) for vpp in depths))
+    if best is None:
+        return _place(base, row)
+    config, rc, used = best
+    return config, rc, sorted(set(used) | {"vpp"})
 
 
 def _reason(config) -> Reason:
