@@ -183,3 +183,16 @@ def test_default_runs_are_both_dense_files(compose):
     assert [r.name for r in runs] == ["runs_dev.csv", "runs_dev2.csv"]
     record = OmegaConf.load(calibrate.CALIBRATION_RECORD)
     assert list(record.calibration.data) == [r.name for r in runs]
+
+
+def test_rows_configured_by_the_models_own_speed_are_not_fitted(problem):
+    """A row that leaves its split (Megatron-LM's strong-scaling points state none of tp, pp, dp)
+    or its interleaving depth (Narayanan 2021 Table 1 at pp > 1: interleaved, depth not printed)
+    to the model's fastest choice is predicted by validate but not fitted: that reading moves
+    with the values being fitted. The same table's pp = 1 rows, fully stated, are fitted."""
+    _, records = problem
+    fitted = set(records.id)
+    assert not {"megatronlm24_strong_177b_96g", "megatronlm24_strong_177b_4608g"} & fitted
+    assert not {f"narayanan21_t1_gpt{s}" for s in ("39p1b", "145p6b", "1008p0b")} & fitted
+    assert {"narayanan21_t1_gpt1p7b", "narayanan21_t1_gpt18p4b"} <= fitted
+    assert not records.chosen_by_speed.any()

@@ -65,14 +65,20 @@ def read_all(runs: Path | list[Path]) -> pd.DataFrame:
 
 
 def problem_from_runs(cfg: DictConfig, runs: Path | list[Path]) -> tuple[Cal.Problem, pd.DataFrame]:
-    """The rows to fit (placed, with a measured step time) and their records."""
+    """The rows to fit (placed, with a measured step time) and their records.
+
+    A row that left part of its configuration to the model's fastest choice (``chosen_by_speed``:
+    a split, an interleaving depth, offloading) is not fitted: its reading depends on the values
+    being fitted, always in the fast direction, and a fit to it would slow every other row to
+    make up for a configuration the run may not have had. ``validate`` still predicts it."""
     rows, index, configs = place_rows(cfg, read_all(runs))
     records = pd.DataFrame([rows[i] for i in index])
     measured = pd.to_numeric(records.measured_iter_time_s, errors="coerce").to_numpy()
-    keep = np.flatnonzero(np.isfinite(measured) & (measured > 0))
+    stated = ~records.get("chosen_by_speed", pd.Series(False, index=records.index)).to_numpy(bool)
+    keep = np.flatnonzero(np.isfinite(measured) & (measured > 0) & stated)
     if keep.size == 0:
         raise ConfigError(f"calibrate.runs={[str(r) for r in np.atleast_1d(runs)]}: no row can be placed "
-                          "with a measured step time")
+                          "with a measured step time and a stated configuration")
     records = records.iloc[keep].reset_index(drop=True)
     gpus = tuple(sorted(set(records.gpu)))
     batch = stack([configs[k] for k in keep])
