@@ -793,3 +793,16 @@ def test_llama3_405b_at_16k_gpus_with_its_interleaved_schedule(compose, tmp_path
     out = validate.run_validate(compose("task=validate"), runs)
     assert "vpp" in out.defaults_used.iloc[0]
     assert out.predicted_iter_time_s.iloc[0] == pytest.approx(measured, rel=0.12)
+
+
+def test_an_interleaving_depth_no_framework_could_run_is_not_chosen(compose):
+    """12 layers on 12 pipeline stages leave no layer for a second chunk: every depth 2-16 is
+    refused (pp x vpp beyond the layers + 2 units a split can balance), so the row falls back to
+    one chunk per rank."""
+    base = compose("task=validate")
+    table = pd.read_csv(validation_file("runs_dev2.csv"))
+    shallow = dict(_row(table, "nemotron4_340b_paper_t2_1536g"), layers=12)
+    assert validate._interleaving_depth_unstated(shallow)
+    config, _, _ = validate._fastest_interleaving(base, shallow)
+    assert float(config.layout.vpp) == 1.0
+    assert Reason(int(jctopt.estimate(config).reason)) != Reason.LAYOUT

@@ -790,9 +790,10 @@ def _fastest_split(base: DictConfig, row: dict):
 
 def _fastest_placement(base: DictConfig, variants, keep=lambda key, rc: True):
     """((config, rc, used) of the variant row, given as (key, row), placed at the least predicted
-    step time among those that fit in memory, else the fastest of all, or None; the last
-    placement error). Variants that do not place, that ``keep`` refuses or that the model masks
-    for a reason other than memory are skipped; ties go to the smaller key."""
+    step time among those the model accepts, else among those that only lack memory, else among
+    the rest (masked for another reason, as the row itself would be), or None; the last placement
+    error). Variants that do not place, whose layout the model refuses (no framework runs them)
+    or that ``keep`` refuses are skipped; ties go to the smaller key."""
     candidates, last_error = [], None
     for key, variant in variants:
         try:
@@ -804,8 +805,10 @@ def _fastest_placement(base: DictConfig, variants, keep=lambda key, rc: True):
             continue
         est = _estimate_one(config)
         reason = Reason(int(est.reason))
-        if reason in (Reason.OK, Reason.MEMORY):
-            candidates.append((reason == Reason.MEMORY, float(est.step_s), key, (config, rc, used)))
+        if reason == Reason.LAYOUT:
+            continue
+        rank = {Reason.OK: 0, Reason.MEMORY: 1}.get(reason, 2)
+        candidates.append((rank, float(unmasked_step(est)), key, (config, rc, used)))
     best = min(candidates, key=lambda c: c[:3], default=None)
     return (None if best is None else best[3]), last_error
 
