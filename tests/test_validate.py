@@ -734,9 +734,6 @@ def test_catalog_hybrids_are_placed_with_their_layer_pattern(compose):
         validate.row_config(base, dict(row, layers=80))
 
 
-NEMOTRON4_DERIVATION = "tp=8, pp=12 (interleaved; chunk count not stated -> vpp blank), dp=16"
-
-
 def test_an_interleaved_schedule_of_unstated_depth_runs_at_its_fastest_depth(compose):
     """The Nemotron-4 340B report trained on pp 12 with an interleaved schedule whose depth it
     does not print. The row is placed at the depth (2-16 chunks per rank) of least predicted step
