@@ -493,7 +493,7 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
         lay.pp = model_parallel
     else:
         lay.tp, lay.pp = _int(row, "tp", used), _int(row, "pp", used)
-    torchtitan = "torchtitan" in _stack_text(row)
+    torchtitan = _torchtitan_stack(row)
     interleaved = torchtitan and lay.pp > 1 and re.search(r"interleaved 1f1b", str(row.get("notes", "")), re.IGNORECASE)
     lay.cp, lay.ep = (_int(row, k, used) for k in ("cp", "ep"))
     lay.schedule = _schedule(row) if lay.pp > 1 else "1f1b"
@@ -579,8 +579,7 @@ EAGER_SOURCES = re.compile(r"Maximizing training throughput using PyTorch FSDP")
 
 def _eager_elementwise(row: dict) -> bool:
     """Whether a row's norms, activation and rotary embedding ran as eager PyTorch kernels."""
-    torchtitan = "torchtitan" in _stack_text(row)
-    return bool((torchtitan and EAGER_NOTES.search(str(row.get("notes", ""))))
+    return bool((_torchtitan_stack(row) and EAGER_NOTES.search(str(row.get("notes", ""))))
                 or EAGER_SOURCES.search(str(row.get("source", ""))))
 
 
@@ -604,6 +603,10 @@ def _fsdp_native(row: dict) -> bool:
 
 def _stack_text(row: dict) -> str:
     return f"{row.get('source', '')} {row.get('container_or_version', '')}"
+
+
+def _torchtitan_stack(row: dict) -> bool:
+    return "torchtitan" in _stack_text(row)
 
 
 LATEST_YEAR = 2026  # a "2048" in a source is a GPU count, not a year
@@ -831,7 +834,7 @@ def _interleaving_depth_unstated(row: dict) -> bool:
     except (TypeError, ValueError):
         pipelined = False  # a blank or unreadable pp: row_config says why
     return (pipelined and _blank(row.get("vpp")) and bool(INTERLEAVED_NOTES.search(notes))
-            and not NOT_INTERLEAVED_NOTES.search(notes) and "torchtitan" not in _stack_text(row))
+            and not NOT_INTERLEAVED_NOTES.search(notes) and not _torchtitan_stack(row))
 
 
 def _fastest_interleaving(base: DictConfig, row: dict):
