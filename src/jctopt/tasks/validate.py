@@ -123,7 +123,8 @@ DEFAULTS = {
                      "model's layer pattern and Mamba shape always come from its entry"),
     "inter_node": ("the GPU's reference system", "A100: 8 x HDR200 IB; H100/H200/H800, B200 and GB200: NDR400 IB "
                    "(ConnectX-7; DGX B200 and DGX GB200 user guides: one 400 Gb/s port per GPU); B300/GB300: "
-                   "XDR800 IB (ConnectX-8); one NIC per GPU (DGX/HGX reference designs)"),
+                   "XDR800 IB (ConnectX-8); MI300X/MI325X/MI355X: 400 Gb/s RoCE; one NIC per GPU "
+                   "(DGX/HGX reference designs)"),
 }
 # The gpu column as sources print it -> the catalog key, where it is not one already. Case,
 # "-" or " " for "_", and a leading DGX/HGX system name are spelling ("DGX-GB200" is gb200), as
@@ -149,7 +150,8 @@ def row_gpu(value) -> tuple[str, bool]:
 
 REFERENCE_FABRIC = {"a100_80gb": "ib_hdr200", "a100_40gb": "ib_hdr200", "h100_sxm": "ib_ndr400", "h200": "ib_ndr400",
                     "h800": "ib_ndr400", "b200": "ib_ndr400", "gb200": "ib_ndr400", "b300": "ib_xdr800",
-                    "gb300": "ib_xdr800", "mi300x": "roce400"}
+                    "gb300": "ib_xdr800", "mi300x": "roce400", "mi325x": "roce400",
+                    "mi355x": "roce400"}
 # inter_node key -> (catalog fabric, Gbit/s per NIC or None for the catalog's, NICs per node or None = per GPU)
 FABRICS = {
     "ib_hdr200x8": ("ib_hdr200", None, 8), "ib_ndr400x8": ("ib_ndr400", None, 8),
