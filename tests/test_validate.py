@@ -102,10 +102,15 @@ def test_precision_spellings_of_the_sources(cell, precision):
                                                 ("HGX B200", "b200", False), ("DGX-GB300", "gb300", False),
                                                 ("H100", "h100_sxm", True), ("h100-sxm5-80gb", "h100_sxm", False),
                                                 ("a100_class", "a100_80gb", True), ("GB200 NVL72", "gb200", False),
-                                                ("v100", "v100", False)])
+                                                ("v100", "v100", False), ("NVIDIA H100 80GB HBM3", "h100_sxm", True),
+                                                ("NVIDIA DGX H100", "h100_sxm", False), ("H200 SXM 141GB", "h200", False),
+                                                ("A100-SXM4-40GB", "a100_40gb", False), ("A100 SXM", "a100_80gb", True),
+                                                ("AMD Instinct MI355X", "mi355x", False), ("B300 (Blackwell Ultra)", "b300", False),
+                                                ("H100 PCIe", "h100_pcie", False), ("H200 NVL", "h200_nvl", False)])
 def test_gpu_spellings_of_the_sources(cell, gpu, aliased):
-    """Case, separators and a DGX/HGX system name are spelling; an H100 or A100 of unstated
-    form factor or memory is an assumption, recorded among the defaults used."""
+    """Case, separators, a parenthesis and the vendor, system, architecture or HBM words are
+    spelling; an H100 or A100 of unstated form factor or memory is an assumption, recorded
+    among the defaults used; PCIe and NVL name other parts, outside the catalog."""
     assert validate.row_gpu(cell) == (gpu, aliased)
 
 

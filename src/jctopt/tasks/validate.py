@@ -126,26 +126,42 @@ DEFAULTS = {
                    "XDR800 IB (ConnectX-8); MI300X/MI325X/MI355X: 400 Gb/s RoCE; one NIC per GPU "
                    "(DGX/HGX reference designs)"),
 }
-# The gpu column as sources print it -> the catalog key, where it is not one already. Case,
-# "-" or " " for "_", and a leading DGX/HGX system name are spelling ("DGX-GB200" is gb200), as
-# are the names below. An A100 or H100 of unstated memory or form factor is assumed to be the
-# 80 GB SXM part (the same peak as the A100 40GB, whose HBM is slower, 1.56 vs 2.0 TB/s; an
-# H100 PCIe would be slower), and the row is marked as defaulted (GPU_ASSUMED).
-GPU_SYNONYMS = {"a100_80g": "a100_80gb", "a100_40g": "a100_40gb", "h100_sxm5": "h100_sxm", "h100_sxm5_80gb": "h100_sxm",
-                "h100_80gb_sxm": "h100_sxm", "h200_sxm": "h200", "gb200_nvl72": "gb200", "gb300_nvl72": "gb300",
-                "b200_sxm": "b200", "b300_sxm": "b300", "dgx_h100": "h100_sxm", "hgx_h100": "h100_sxm"}
-GPU_ASSUMED = {"a100_class": "a100_80gb", "a100": "a100_80gb", "a100_sxm": "a100_80gb", "h100": "h100_sxm",
-               "h100_80gb": "h100_sxm"}
+# The gpu column as sources print it -> the catalog key. Case, "-" or " " for "_", and words
+# naming the vendor, the system, the architecture or the memory technology ("NVIDIA", "AMD
+# Instinct", "DGX-", "HGX", "Blackwell", "HBM3e", "NVL72", "OAM") and a parenthesis are spelling, as are SXM and a memory size on parts sold in
+# one size ("H200 SXM 141GB" is h200). Other words name another part ("H100 PCIe", "H100 NVL",
+# "A100 PCIe") and keep the row out of the catalog. An A100 of unstated memory, and an H100 of
+# unstated form factor (no SXM, DGX or HGX), are assumed to be the 80 GB SXM part (the A100
+# 40GB has the same peak and slower HBM, 1.56 vs 2.0 TB/s; an H100 PCIe would be slower), and
+# the row is marked as defaulted.
+GPU_NOISE = {"nvidia", "amd", "instinct", "tesla", "dgx", "hgx", "ampere", "hopper", "blackwell", "hbm2", "hbm2e",
+             "hbm3", "hbm3e", "nvl72", "oam"}
+SXM = {"sxm", "sxm4", "sxm5"}
+A100_CLASS = "a100_class"  # a source's "A100-class" GPU: the 80 GB part, assumed
 
 
 def row_gpu(value) -> tuple[str, bool]:
-    """(catalog key, whether an alias stood in for an unstated memory or form factor) for a CSV
-    gpu cell; the key may still be missing from the catalog (row_config says so)."""
-    key = re.sub(r"[\s\-]+", "_", str(value).strip().lower())
-    key = GPU_SYNONYMS.get(key, key)  # "dgx_h100" is an SXM part
-    key = re.sub(r"^(?:nvidia_)?(?:dgx|hgx)_", "", key)
-    key = GPU_SYNONYMS.get(key, key)
-    return GPU_ASSUMED.get(key, key), key in GPU_ASSUMED
+    """(catalog key, whether an assumption stood in for an unstated memory or form factor) for
+    a CSV gpu cell; the key may still be missing from the catalog (row_config says so)."""
+    key = re.sub(r"[\s\-]+", "_", re.sub(r"\([^)]*\)", " ", str(value)).strip().lower())
+    if key == A100_CLASS:
+        return "a100_80gb", True
+    words = [w for w in key.split("_") if w]
+    system = bool({"dgx", "hgx"} & set(words))  # a DGX/HGX board holds SXM parts
+    words = [w for w in words if w not in GPU_NOISE]
+    if not words:
+        return key, False
+    part, rest = words[0], set(words[1:])
+    memory = {w for w in rest if re.fullmatch(r"[0-9]+gb?", w)}
+    other = rest - memory - SXM
+    if other:  # another part of the same name (PCIe, NVL)
+        return "_".join([part, *sorted(other)]), False
+    if part == "a100":
+        size = {re.match(r"[0-9]+", w).group() for w in memory}
+        return ("a100_40gb", False) if "40" in size else ("a100_80gb", "80" not in size)
+    if part == "h100":
+        return "h100_sxm", not (rest & SXM or system)
+    return part, False
 
 
 REFERENCE_FABRIC = {"a100_80gb": "ib_hdr200", "a100_40gb": "ib_hdr200", "h100_sxm": "ib_ndr400", "h200": "ib_ndr400",
