@@ -1,6 +1,6 @@
 """Sweep throughput: configurations evaluated per second by the full model.
 
-    python benchmarks/throughput.py [--runs 3] [--chunk-size 262144] [--dtype float32]
+    python benchmarks/throughput.py [--runs 3] [--chunk-size N] [--dtype float32]
 
 Evaluates every configuration of a >= 10^7-point design space (GPT-3 175B on 64..16,384
 GPUs: every catalog GPU and fabric, Megatron splits, micro-batch, recompute, ZeRO, precision,
@@ -88,11 +88,12 @@ def _answer_times(warm_runs: int = 3) -> tuple[float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--chunk-size", type=int, default=262144)
+    ap.add_argument("--chunk-size", type=int, default=None, help="default: sweep.chunk_size's (sized to the devices)")
     ap.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     args = ap.parse_args()
-    common = [f"sweep.chunk_size={args.chunk_size}", f"sweep.dtype={args.dtype}", "sweep.keep=top_k",
-              "sweep.top_k=10"]
+    common = [f"sweep.dtype={args.dtype}", "sweep.keep=top_k", "sweep.top_k=10"]
+    if args.chunk_size is not None:
+        common.append(f"sweep.chunk_size={args.chunk_size}")
 
     first_answer_s, warm_answer_s = _answer_times()
     print(f"default job: {first_answer_s:.1f} s cold, {warm_answer_s:.1f} s with its kernels cached", file=sys.stderr)

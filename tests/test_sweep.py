@@ -98,6 +98,24 @@ def test_sweep_rows_equal_scalar_estimate(compose, tmp_path):
         np.testing.assert_allclose([r.step_lo_s, r.step_hi_s], expected, rtol=1e-12)
 
 
+def test_chunk_size_follows_the_devices(compose):
+    """sweep.chunk_size null: 262,144 configurations per chunk over CPU devices, 4,194,304 per
+    accelerator (benchmarks/chunk_size.py); a space smaller than that is one right-sized chunk."""
+    from types import SimpleNamespace
+
+    from jctopt._engine import default_chunk_size
+
+    cpu = [SimpleNamespace(platform="cpu")] * 2
+    gpu = [SimpleNamespace(platform="gpu")] * 4
+    assert default_chunk_size(cpu) == 262144 and default_chunk_size(gpu) == 4 * 4194304
+    assert compose(*SMALL).sweep.chunk_size is None
+    space, engine = build(compose("model=gpt3_175b", "space=wide", "space.n_gpus=64:16384:32"))
+    n_dev = len(engine.devices)
+    assert space.size > 262144 and engine.chunk_size == -(-262144 // n_dev) * n_dev
+    small, engine = build(_sweep_cfg(compose))
+    assert small.size < 262144 and engine.chunk_size == -(-small.size // (256 * n_dev)) * 256 * n_dev
+
+
 def test_chunked_equals_one_shot(compose, tmp_path):
     cfg = _sweep_cfg(compose, "sweep.keep=all")
     one = run_sweep(cfg, tmp_path / "one")

@@ -229,7 +229,7 @@ class SweepConf:
     max_days: Optional[float] = None  # keep only configurations with expected JCT <= this
     # ... and with failure-free time (steps x step, plus checkpoint stalls; start-up excluded) <= this
     max_free_days: Optional[float] = None
-    chunk_size: int = 262144  # configurations per compiled call
+    chunk_size: Optional[int] = None  # configurations per compiled call; None: sized to the devices (_engine.default_chunk_size)
     dtype: str = "float32"  # float32 (fast) | float64
     resume: bool = False  # continue the newest unfinished sweep of this configuration
     out: Optional[str] = None  # directory for the results (None = the Hydra run directory)

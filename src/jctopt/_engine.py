@@ -89,6 +89,24 @@ def chunks_for_process(n_chunks: int, process_index: int, process_count: int) ->
     return range(process_index, n_chunks, process_count)
 
 
+# Configurations per compiled call where sweep.chunk_size is null (benchmarks/chunk_size.py:
+# the throughput benchmark's GPT-3 175B space, keep=top_k). CPU devices: 262,144 for all of them
+# together (README's benchmark). A GPU keeps gaining from longer chunks: on one H200 (jax 0.11.2,
+# 2026-11-26) 12.0M configurations/s at 262,144, 51M at 1,048,576, 100M at 2,097,152, 160M at
+# 4,194,304 and 187M at 8,388,608, with 0.02 / 0.09 / 0.19 / 0.60 / 0.76 GiB of device memory at
+# peak. 4,194,304 per accelerator keeps most of that gain while a chunk's frame (keep=all or
+# feasible brings every configuration's row to the host) stays a few million rows.
+CPU_CHUNK = 262144
+ACCELERATOR_CHUNK = 4194304
+
+
+def default_chunk_size(devices) -> int:
+    """Configurations per chunk for these devices when the user sets none."""
+    if all(d.platform == "cpu" for d in devices):
+        return CPU_CHUNK
+    return ACCELERATOR_CHUNK * len(devices)
+
+
 def build(cfg, devices: list | None = None) -> tuple[Space, "Engine"]:
     """The space and evaluator a composed config describes (``cfg.space``, ``cfg.sweep``)."""
     space = build_space(cfg.space, cfg.model, cfg.training.global_batch, cfg.cluster.gpus_per_node)
@@ -217,7 +235,7 @@ class Engine:
     """An evaluator for one space and one base configuration. Its kernels are compiled once
     per process for each ``Decoding``/``Kernel`` and array shape, shared by every Engine alike."""
 
-    def __init__(self, space: Space, base: Config, *, chunk_size: int = 262144, dtype: str = "float32",
+    def __init__(self, space: Space, base: Config, *, chunk_size: int | None = None, dtype: str = "float32",
                  keep: str = "feasible", objective: str = "cost_usd", top_k: int = 100,
                  group_by: tuple[str, ...] = ("gpu", "fabric", "n_gpus"), max_days: float | None = None,
                  max_free_days: float | None = None, devices: list | None = None):
@@ -232,6 +250,8 @@ class Engine:
             raise ConfigError(f"sweep.dtype={dtype!r} is not allowed: float32 | float64")
         self.devices = list(devices or jax.local_devices())
         n_dev = len(self.devices)
+        if chunk_size is None:
+            chunk_size = default_chunk_size(self.devices)
         if chunk_size <= 0:
             raise ConfigError(f"sweep.chunk_size={chunk_size} is not allowed: a positive number of configurations")
         if not top_k >= 1:

@@ -174,7 +174,8 @@ def run_sweep(cfg: DictConfig, out: Path, *, process: tuple[int, int] = (0, 1), 
         if before.get("chunk_size") != engine.chunk_size:
             raise ConfigError(f"sweep.chunk_size={sw.chunk_size} gives {engine.chunk_size} configurations per chunk "
                               f"on {len(engine.devices)} devices, but {d.root} was swept with "
-                              f"{before.get('chunk_size')}: resume with a chunk size that gives the same")
+                              f"{before.get('chunk_size')}: resume with sweep.chunk_size={before.get('chunk_size')} "
+                              "on as many devices")
     done = d.done()
     todo = [c for c in chunks_for_process(n_chunks, *process) if c not in done]
     if process[0] == 0:
