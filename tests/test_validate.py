@@ -401,6 +401,23 @@ def test_every_documented_inter_node_key_is_placed(compose, key, node_gbit):
     assert cfg.fabric.nic_gbit * cfg.cluster.nics_per_node == pytest.approx(node_gbit)
 
 
+@pytest.mark.parametrize("cell, fabric, node_gbit", [
+    ("8x 400G NDR InfiniBand", "ib_ndr400", 3200), ("RoCEv2 200 Gb/s x 8", "roce400", 1600),
+    ("IB HDR", "ib_hdr200", 1600), ("4x NDR", "ib_ndr400", 1600), ("Spectrum-X 400G Ethernet", "roce400", 3200),
+    ("100 Gb/s Ethernet TCP", "eth100_tcp", 800), ("InfiniBand XDR 800 Gb/s (4 per node)", "ib_xdr800", 3200)])
+def test_inter_node_written_out_in_words(compose, cell, fabric, node_gbit):
+    """An inter_node cell in words names the fabric kind (InfiniBand or its generation, RoCE or
+    RDMA Ethernet, TCP), the NIC rate (stated, else the generation's) and the NIC count (one per
+    GPU where none is given): Gbit/s per 8-GPU node by hand."""
+    row = {"id": "r", "source": "A 2025 page", "model": "Llama", "layers": 32, "hidden": 4096,
+           "ffn_hidden": 14336, "heads": 32, "kv_heads": 8, "seq_len": 8192, "vocab": 128256, "gpu": "h100_sxm",
+           "precision": "bf16", "gpus_per_node": 8, "inter_node": cell, "num_gpus": 64, "tp": 8, "pp": 1,
+           "dp": 8, "global_batch": 64, "recompute": "full"}
+    cfg, used = validate.row_config(compose("task=validate"), row)
+    assert cfg.fabric.name == fabric and "inter_node" not in used
+    assert cfg.fabric.nic_gbit * cfg.cluster.nics_per_node == pytest.approx(node_gbit)
+
+
 def test_blank_recompute_is_the_fewest_layers_that_fit(compose):
     """Llama 2 70B on 64 H100s with ZeRO-3 (full), 2 x 4096 tokens per GPU: selective recompute does
     not fit, full does; the least that fits recomputes only some layers (block method)."""

@@ -190,6 +190,32 @@ PRECISIONS = {"bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "fp16-or-bf16"
               "fp4": "nvfp4"}
 
 
+# InfiniBand generations -> Gbit/s per port, where a free-text inter_node names no rate.
+IB_GENERATION_GBIT = {"edr": 100.0, "hdr": 200.0, "ndr": 400.0, "xdr": 800.0}
+
+
+def _free_text_fabric(text: str) -> tuple[str, float, int | None] | None:
+    """(ib | roce | tcp, Gbit/s per NIC, NICs per node or None) of an inter_node cell written
+    out in words ("8x 400G NDR InfiniBand", "RoCEv2 400 Gb/s x 8", "IB HDR", "100 Gb/s Ethernet
+    TCP"); None when the cell names no fabric kind or no rate. Ethernet with RDMA (RoCE,
+    Spectrum-X) prices as RoCE, Ethernet over TCP as the catalog's TCP fabric."""
+    words = set(re.findall(r"[a-z]+", text))
+    generation = next((g for g in IB_GENERATION_GBIT if g in words), None)
+    if words & {"ib", "infiniband"} or generation:
+        kind = "ib"
+    elif "tcp" in words:
+        kind = "tcp"
+    elif words & {"roce", "rocev", "ethernet", "spectrum"}:
+        kind = "roce"
+    else:
+        return None
+    rate = re.search(r"(\d+)\s*g(?:be|b(?:it)?(?:/s|ps)?)?(?![a-z])", text)
+    gbit = float(rate.group(1)) if rate else IB_GENERATION_GBIT.get(generation)
+    count = re.search(r"(\d+)\s*x(?![a-z])|(?<![a-z])x\s*(\d+)(?!\s*g|\d)|(\d+)\s*(?:nics?\s*)?per\s*node", text)
+    nics = int(next(g for g in count.groups() if g)) if count else None
+    return (kind, gbit, nics) if gbit else None
+
+
 def row_precision(value) -> str:
     """The model's precision for a CSV cell, or RowError naming the accepted spellings."""
     key = re.sub(r"[_\s]+", "-", re.sub(r"\s*\([^)]*\)\s*$", "", str(value).strip()).lower())
@@ -465,6 +491,11 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
         gbit, nics = float(m.group(2)), int(m.group(3)) if m.group(3) else gpn
         ib = "ib_hdr200" if gbit <= 200 else "ib_ndr400" if gbit <= 400 else "ib_xdr800"
         fabric = "roce400" if m.group(1) == "roce" else ib
+    elif spelled := _free_text_fabric(inter):
+        # The same as spelled out: "8x 400G NDR InfiniBand", "RoCEv2 400 Gb/s x8".
+        kind, gbit, count = spelled
+        ib = "ib_hdr200" if gbit <= 200 else "ib_ndr400" if gbit <= 400 else "ib_xdr800"
+        fabric, nics = {"roce": "roce400", "tcp": "eth100_tcp"}.get(kind, ib), count or gpn
     else:
         raise RowError(f"inter_node={inter!r} is not modelled (ib_<gen><Gbit/s>x<NICs per node>, "
                        "roce<Gbit/s>x<NICs>, unknown_<Gbit/s per node>gbps, omnipath, unknown)")
