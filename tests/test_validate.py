@@ -106,6 +106,7 @@ def test_precision_spellings_of_the_sources(cell, precision):
                                                 ("NVIDIA DGX H100", "h100_sxm", False), ("H200 SXM 141GB", "h200", False),
                                                 ("A100-SXM4-40GB", "a100_40gb", False), ("A100 SXM", "a100_80gb", True),
                                                 ("AMD Instinct MI355X", "mi355x", False), ("B300 (Blackwell Ultra)", "b300", False),
+                                                ("NVIDIA GB200 Grace Blackwell Superchip", "gb200", False),
                                                 ("H100 PCIe", "h100_pcie", False), ("H200 NVL", "h200_nvl", False)])
 def test_gpu_spellings_of_the_sources(cell, gpu, aliased):
     """Case, separators, a parenthesis and the vendor, system, architecture or HBM words are

@@ -126,16 +126,17 @@ DEFAULTS = {
                    "XDR800 IB (ConnectX-8); MI300X/MI325X/MI355X: 400 Gb/s RoCE; one NIC per GPU "
                    "(DGX/HGX reference designs)"),
 }
-# The gpu column as sources print it -> the catalog key. Case, "-" or " " for "_", and words
-# naming the vendor, the system, the architecture or the memory technology ("NVIDIA", "AMD
-# Instinct", "DGX-", "HGX", "Blackwell", "HBM3e", "NVL72", "OAM") and a parenthesis are spelling, as are SXM and a memory size on parts sold in
-# one size ("H200 SXM 141GB" is h200). Other words name another part ("H100 PCIe", "H100 NVL",
-# "A100 PCIe") and keep the row out of the catalog. An A100 of unstated memory, and an H100 of
+# The gpu column as sources print it -> the catalog key. Case, "-" or " " for "_", a
+# parenthesis, and words naming the vendor, the system, the architecture or the memory
+# technology ("NVIDIA", "AMD Instinct", "DGX-", "HGX", "Grace Blackwell Superchip", "HBM3e",
+# "NVL72", "OAM") are spelling, as are SXM and a memory size on parts sold in one size ("H200
+# SXM 141GB" is h200). Other words name another part ("H100 PCIe", "H100 NVL", "A100 PCIe")
+# and keep the row out of the catalog. An A100 of unstated memory, and an H100 of
 # unstated form factor (no SXM, DGX or HGX), are assumed to be the 80 GB SXM part (the A100
 # 40GB has the same peak and slower HBM, 1.56 vs 2.0 TB/s; an H100 PCIe would be slower), and
 # the row is marked as defaulted.
-GPU_NOISE = {"nvidia", "amd", "instinct", "tesla", "dgx", "hgx", "ampere", "hopper", "blackwell", "hbm2", "hbm2e",
-             "hbm3", "hbm3e", "nvl72", "oam"}
+GPU_NOISE = {"nvidia", "amd", "instinct", "tesla", "dgx", "hgx", "ampere", "hopper", "grace", "blackwell", "superchip",
+             "hbm2", "hbm2e", "hbm3", "hbm3e", "nvl72", "oam"}
 SXM = {"sxm", "sxm4", "sxm5"}
 A100_CLASS = "a100_class"  # a source's "A100-class" GPU: the 80 GB part, assumed
 
@@ -166,8 +167,7 @@ def row_gpu(value) -> tuple[str, bool]:
 
 REFERENCE_FABRIC = {"a100_80gb": "ib_hdr200", "a100_40gb": "ib_hdr200", "h100_sxm": "ib_ndr400", "h200": "ib_ndr400",
                     "h800": "ib_ndr400", "b200": "ib_ndr400", "gb200": "ib_ndr400", "b300": "ib_xdr800",
-                    "gb300": "ib_xdr800", "mi300x": "roce400", "mi325x": "roce400",
-                    "mi355x": "roce400"}
+                    "gb300": "ib_xdr800", "mi300x": "roce400", "mi325x": "roce400", "mi355x": "roce400"}
 # inter_node key -> (catalog fabric, Gbit/s per NIC or None for the catalog's, NICs per node or None = per GPU)
 FABRICS = {
     "ib_hdr200x8": ("ib_hdr200", None, 8), "ib_ndr400x8": ("ib_ndr400", None, 8),
@@ -178,16 +178,6 @@ FABRICS = {
     # unless the row says otherwise (as for the other keys without a count).
     "omnipath": ("ib_hdr200", 100.0, None),
 }
-# The precision column as sources print it -> the model's precision. Case, a trailing
-# "(inferred)" / "(unverified)", and "_" or " " for "-" are ignored. FP8 "CS" is current
-# (per-tensor) scaling, "DS" delayed scaling (Transformer Engine's recipes), "tensorwise" and
-# "rowwise" torchao's float8 scalings, "MX" and MXFP8 Blackwell's 32-element block scaling,
-# "blockwise" DeepSeek-V3's 128-element blocks, "alt" a recipe variant: all but MXFP8 run as fp8.
-PRECISIONS = {"bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "fp16-or-bf16": "bf16", "fp8": "fp8",
-              "float8": "fp8", "fp8-cs": "fp8", "fp8-ds": "fp8", "fp8-delayed": "fp8", "fp8-current": "fp8",
-              "fp8-tensorwise": "fp8", "float8-tensorwise": "fp8", "fp8-rowwise": "fp8", "float8-rowwise": "fp8",
-              "fp8-blockwise": "fp8", "fp8-alt": "fp8", "mxfp8": "mxfp8", "fp8-mx": "mxfp8", "nvfp4": "nvfp4",
-              "fp4": "nvfp4"}
 
 
 # InfiniBand generations -> Gbit/s per port, where a free-text inter_node names no rate.
@@ -214,6 +204,23 @@ def _free_text_fabric(text: str) -> tuple[str, float, int | None] | None:
     count = re.search(r"(\d+)\s*x(?![a-z])|(?<![a-z])x\s*(\d+)(?!\s*g|\d)|(\d+)\s*(?:nics?\s*)?per\s*node", text)
     nics = int(next(g for g in count.groups() if g)) if count else None
     return (kind, gbit, nics) if gbit else None
+
+
+def _ib_fabric(gbit: float) -> str:
+    """The catalog's InfiniBand fabric of a NIC rate (Gbit/s): HDR up to 200, NDR up to 400, XDR."""
+    return "ib_hdr200" if gbit <= 200 else "ib_ndr400" if gbit <= 400 else "ib_xdr800"
+
+
+# The precision column as sources print it -> the model's precision. Case, a trailing
+# "(inferred)" / "(unverified)", and "_" or " " for "-" are ignored. FP8 "CS" is current
+# (per-tensor) scaling, "DS" delayed scaling (Transformer Engine's recipes), "tensorwise" and
+# "rowwise" torchao's float8 scalings, "MX" and MXFP8 Blackwell's 32-element block scaling,
+# "blockwise" DeepSeek-V3's 128-element blocks, "alt" a recipe variant: all but MXFP8 run as fp8.
+PRECISIONS = {"bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "fp16-or-bf16": "bf16", "fp8": "fp8",
+              "float8": "fp8", "fp8-cs": "fp8", "fp8-ds": "fp8", "fp8-delayed": "fp8", "fp8-current": "fp8",
+              "fp8-tensorwise": "fp8", "float8-tensorwise": "fp8", "fp8-rowwise": "fp8", "float8-rowwise": "fp8",
+              "fp8-blockwise": "fp8", "fp8-alt": "fp8", "mxfp8": "mxfp8", "fp8-mx": "mxfp8", "nvfp4": "nvfp4",
+              "fp4": "nvfp4"}
 
 
 def row_precision(value) -> str:
@@ -489,13 +496,11 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
         # Other keys of the documented form: InfiniBand or RoCE, NIC rate (Gbit/s), NICs per
         # node (one per GPU where no count is given), e.g. ib_xdr800x4 for a GB300 tray.
         gbit, nics = float(m.group(2)), int(m.group(3)) if m.group(3) else gpn
-        ib = "ib_hdr200" if gbit <= 200 else "ib_ndr400" if gbit <= 400 else "ib_xdr800"
-        fabric = "roce400" if m.group(1) == "roce" else ib
+        fabric = "roce400" if m.group(1) == "roce" else _ib_fabric(gbit)
     elif spelled := _free_text_fabric(inter):
         # The same as spelled out: "8x 400G NDR InfiniBand", "RoCEv2 400 Gb/s x8".
         kind, gbit, count = spelled
-        ib = "ib_hdr200" if gbit <= 200 else "ib_ndr400" if gbit <= 400 else "ib_xdr800"
-        fabric, nics = {"roce": "roce400", "tcp": "eth100_tcp"}.get(kind, ib), count or gpn
+        fabric, nics = {"roce": "roce400", "tcp": "eth100_tcp"}.get(kind) or _ib_fabric(gbit), count or gpn
     else:
         raise RowError(f"inter_node={inter!r} is not modelled (ib_<gen><Gbit/s>x<NICs per node>, "
                        "roce<Gbit/s>x<NICs>, unknown_<Gbit/s per node>gbps, omnipath, unknown)")
