@@ -21,6 +21,7 @@ def test_mi325x_is_the_mi300x_compute_with_more_hbm(config):
     assert float(mi325x.gpu.peak_bf16_tflops) == float(mi300x.gpu.peak_bf16_tflops) == 1300.0
     assert float(mi325x.gpu.peak_fp8_tflops) == float(mi300x.gpu.peak_fp8_tflops) == 2610.0
     assert (float(mi300x.gpu.hbm_gb), float(mi325x.gpu.hbm_gb)) == (192.0, 256.0)
+    assert (float(mi300x.gpu.hbm_tbps), float(mi325x.gpu.hbm_tbps)) == pytest.approx((5.3, 6.0))
     a, b = estimate(mi300x), estimate(mi325x)
     assert float(a.mem_total) == pytest.approx(float(b.mem_total), rel=1e-12)
     assert 192e9 < float(a.mem_total) < 256e9
