@@ -571,8 +571,9 @@ def test_a_row_without_a_split_runs_at_its_fastest_split_that_fits(compose):
 
 
 def test_graphed_moe_layers_launch_nothing(compose):
-    """A row whose notes name a full-iteration CUDA graph, or CUDA graphs over token-dropping
-    (static-shape) MoE layers, runs without the host's launch floor; any other row keeps the
+    """A row whose notes name a full-iteration CUDA graph, CUDA graphs over token-dropping
+    (static-shape) MoE layers, or Transformer Engine graphs over the router and preprocessing
+    with the HybridEP dispatcher runs without the host's launch floor; any other row keeps the
     preset's."""
     moe = pd.read_csv(validation_file("runs_moe_dev.csv")).set_index("id")
     base = compose("task=validate")
@@ -586,7 +587,27 @@ def test_graphed_moe_layers_launch_nothing(compose):
     assert host("mb_2606_qwen3_30b_a3b_gb200_mxfp8_n8_gbs512") == 0.0  # cuda_graph=full_iteration
     assert host("mb_2509_qwen3_30b_a3b_b200_fp8cs_n8_gbs512") == 0.0  # cuda_graphs=true, tokendrop
     assert host("mb_2509_qwen3_30b_a3b_h100_sxm_fp8cs_n16_gbs512") == preset  # cuda_graphs=false
-    assert host("mb_2604_qwen3_30b_a3b_b200_mxfp8_n8_gbs512") == preset  # TE-scoped router graphs only
+    assert host("mb_2604_qwen3_30b_a3b_b200_mxfp8_n8_gbs512") == 0.0  # TE graphs [attn, router, preprocess], HybridEP
+    assert host("mb_2602_qwen3_30b_a3b_b200_mxfp8_n8_gbs512") == preset  # TE graphs, all-to-all dispatcher
+    assert host("mb_2604_qwen3_30b_a3b_h100_sxm_fp8_n16_gbs1024") == preset  # HybridEP, no graphs
+
+
+def test_hybridep_with_te_graphs_against_the_published_overlap_ab(compose):
+    """Megatron-Bridge's EP-overlap A/B (skills/nemo-mbridge-perf-expert-parallel-overlap/SKILL.md
+    @067f987df0, 2026-07-25): Qwen3-30B-A3B pre-training on 16 H100, BF16, sequence 4,096, EP 16,
+    micro-batch 1, global batch 1,024, HybridEP, TE graphs over moe_router + moe_preprocess:
+    24.7138 s a step with the all-to-all overlap off, 20.9920 s with it on. The run is not
+    launch-bound (the GPU busy 22.82 s of the 24.71), which the graphs and the HybridEP
+    dispatcher explain (_te_scoped_hybridep); each step within 5 %."""
+    moe = pd.read_csv(validation_file("runs_moe_dev.csv")).set_index("id")
+    shape = dict(moe.loc["mb_2604_qwen3_30b_a3b_h100_sxm_fp8_n16_gbs1024"], precision="BF16", recompute="none")
+    base = compose("task=validate")
+    for overlap, measured_s in (("False", 24.7138), ("True", 20.9920)):
+        notes = ("flex dispatcher backend=hybridep; cuda_graph=transformer_engine:[moe_router,moe_preprocess]; "
+                 f"moe_a2a_overlap={overlap}")
+        cfg, _ = validate.row_config(base, dict(shape, id=f"ab_{overlap}", notes=notes))
+        assert cfg.training.moe_host_s == 0.0
+        assert float(jctopt.estimate(to_config(cfg)).step_s) == pytest.approx(measured_s, rel=0.05)
 
 
 def test_an_absurd_count_is_refused_by_name(compose):

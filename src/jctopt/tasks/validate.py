@@ -364,14 +364,33 @@ def _a2a_overlap_recipe(row) -> bool | None:
 
 
 def _moe_layers_graphed(row) -> bool:
-    """Whether a CUDA graph replays the MoE layers without host launches (_host): a
-    full-iteration graph, or graphs over token-dropping layers, whose shapes are static (a
-    dropless layer's token counts change every step; Megatron-Bridge's CUDA-graph guide:
-    graphs need static shapes)."""
+    """Whether CUDA graphs take the MoE layers off the host's pace (_host): a full-iteration
+    graph; graphs over token-dropping layers, whose shapes are static (a dropless layer's token
+    counts change every step; Megatron-Bridge's CUDA-graph guide: graphs need static shapes);
+    or Transformer Engine graphs over the router and the dispatcher's preprocessing with the
+    HybridEP dispatcher (_TE_SCOPED_HYBRIDEP)."""
     notes = str(row.get("notes", ""))
     full = re.search(r"full_iteration", notes, re.IGNORECASE)
     static = re.search(r"cuda_graphs?\W*true", notes, re.IGNORECASE) and re.search(r"token-?drop", notes, re.IGNORECASE)
-    return bool(full or static)
+    return bool(full or static or _te_scoped_hybridep(notes))
+
+
+# Transformer Engine graphs over moe_router and moe_preprocess leave a launch-bound MoE run
+# launch-bound under the all-to-all dispatcher, which waits on the GPU for each layer's token
+# counts (Megatron-Bridge docs/training/cuda-graphs.md @067f987df0, Qwen3-30B-A3B on 16 H100,
+# attn + moe_router + moe_preprocess graphs: 42.00 s against 41.36 s eager), and take it off
+# the host's pace under HybridEP (skills/nemo-mbridge-perf-expert-parallel-overlap/SKILL.md
+# @067f987df0, the same shape, moe_router + moe_preprocess graphs: 24.71 s a step, the GPU
+# busy 22.82 s of it, 2026-07-25; in FP8 without graphs under HybridEP the same shape takes
+# 29.3-29.7 s, runs_moe_dev.csv's NeMo 26.04-26.06 rows).
+_GRAPH_SCOPE = re.compile(r"cuda_graph\w*\W+(?:transformer_engine\W*)?\[([^\]]*)\]", re.IGNORECASE)
+
+
+def _te_scoped_hybridep(notes: str) -> bool:
+    """Whether the notes name TE-scoped CUDA graphs over both moe_router and moe_preprocess
+    and the HybridEP dispatcher."""
+    scopes = " ".join(_GRAPH_SCOPE.findall(notes)).lower()
+    return "moe_router" in scopes and "moe_preprocess" in scopes and "hybridep" in notes.lower()
 
 
 def _overlaps_disabled(row) -> bool:
@@ -1046,8 +1065,9 @@ def report(df: pd.DataFrame, runs: Path) -> str:
               "for torchtitan rows whose notes say compile was off and for the PyTorch FSDP blog's fms-fsdp runs "
               "(--use_torch_compile=False in its scripts); fused otherwise",
               "- Host launch time per MoE layer (`moe_host_s`): the training preset's, 0 where the notes name a "
-              "full-iteration CUDA graph (`full_iteration`) or CUDA graphs over token-dropping layers (static "
-              "shapes)"]
+              "full-iteration CUDA graph (`full_iteration`), CUDA graphs over token-dropping layers (static "
+              "shapes), or Transformer Engine graphs over `moe_router` and `moe_preprocess` with the HybridEP "
+              "dispatcher (the all-to-all dispatcher waits on each layer's token counts and stays launch-bound)"]
     return "\n".join(lines) + "\n"
 
 
