@@ -196,3 +196,19 @@ def test_rows_configured_by_the_models_own_speed_are_not_fitted(problem):
     assert not {f"narayanan21_t1_gpt{s}" for s in ("39p1b", "145p6b", "1008p0b")} & fitted
     assert {"narayanan21_t1_gpt1p7b", "narayanan21_t1_gpt18p4b"} <= fitted
     assert not records.chosen_by_speed.any()
+
+
+def test_blackwell_ultra_attention_spec_is_gb200s_times_the_measured_kernel_ratio():
+    """No GB300 or B300 rows: their attention spec is GB200's times GB300's forward + backward
+    speed-up over GB200 in cuDNN's SDPA training benchmark (NVIDIA/cudnn-frontend @3929da2,
+    benchmark/sdpa_benchmark_training/results/{llama3.1,dsv3,kimiK26}/gb{200,300}/*.csv: bf16,
+    causal, batch 2, non-deterministic backward, s = 4096 and 8192), the median of six shapes."""
+    # (model, s): ((GB200 fwd, bwd), (GB300 fwd, bwd)), ms as printed
+    times = {("llama3.1", 4096): ((0.391, 1.198), (0.323, 1.101)), ("llama3.1", 8192): ((1.397, 4.127), (1.185, 3.832)),
+             ("dsv3", 4096): ((0.977, 3.383), (0.864, 3.127)), ("dsv3", 8192): ((3.470, 11.984), (3.013, 11.074)),
+             ("kimiK26", 4096): ((0.518, 1.698), (0.421, 1.548)), ("kimiK26", 8192): ((1.733, 6.005), (1.466, 5.466))}
+    ratio = float(np.median([sum(gb200) / sum(gb300) for gb200, gb300 in times.values()]))
+    assert ratio == pytest.approx(1.11, abs=0.005)
+    spec = OmegaConf.load(calibrate.CALIBRATION_RECORD).spec.gpu
+    for name in ("gb300", "b300"):
+        assert spec[name].attn_eff == pytest.approx(spec.gb200.attn_eff * 1.11, rel=1e-6), name
