@@ -368,7 +368,7 @@ def _moe_layers_graphed(row) -> bool:
     graph; graphs over token-dropping layers, whose shapes are static (a dropless layer's token
     counts change every step; Megatron-Bridge's CUDA-graph guide: graphs need static shapes);
     or Transformer Engine graphs over the router and the dispatcher's preprocessing with the
-    HybridEP dispatcher (_TE_SCOPED_HYBRIDEP)."""
+    HybridEP dispatcher (_te_scoped_hybridep)."""
     notes = str(row.get("notes", ""))
     full = re.search(r"full_iteration", notes, re.IGNORECASE)
     static = re.search(r"cuda_graphs?\W*true", notes, re.IGNORECASE) and re.search(r"token-?drop", notes, re.IGNORECASE)
