@@ -648,6 +648,8 @@ def test_case_of_gpu_and_fabric_keys_and_mla_variants(compose):
                                        ("NVIDIA-Nemotron-3-Nano-30B-A3B", "nemotron3_nano_30b_a3b"),
                                        ("Nemotron 3 Nano 4B", None), ("Nemotron-3-Super", "nemotron3_super_120b_a12b"),
                                        ("Nemotron_3_Super", "nemotron3_super_120b_a12b"), ("Nemotron_3_Ultra", None),
+                                       ("Nemotron V3 Super 120B (26.02)", "nemotron3_super_120b_a12b"),
+                                       ("Nemotron V3 Nano 30B", "nemotron3_nano_30b_a3b"),
                                        ("Llama-2-style 34B (FSDP)", "llama2_34b"), ("Llama 2 34B", "llama2_34b")])
 def test_model_cells_name_catalog_models(cell, key):
     assert validate.catalog_model(cell) == key
@@ -735,12 +737,14 @@ def test_nvfp4_rows_keep_the_bf16_layers_their_recipe_names(compose):
 
 @pytest.mark.parametrize("model, attention, hybrid", [
     ("Nemotron_3_5_Lightning", None, True), ("Nemotron-3-Ultra", None, True), ("Some model", "mamba hybrid", True),
-    ("Jamba 1.5", None, True), ("Nemotron-4 340B", "gqa", False), ("Nemotron-15B", None, False),
-    ("Llama-3.3-Nemotron-Super-49B", None, False), ("Llama 3 70B", "gqa", False)])
+    ("Jamba 1.5", None, True), ("Nemotron V3 Ultra 550B (26.04)", None, True),
+    ("NVIDIA-Nemotron-Nano-9B-v2", None, True), ("Nemotron-4 340B", "gqa", False), ("Nemotron-15B", None, False),
+    ("Llama-3.3-Nemotron-Super-49B", None, False), ("Llama-3.1-Nemotron-Nano-8B-v1", None, False),
+    ("Llama 3 70B", "gqa", False)])
 def test_hybrid_mamba_models_outside_the_catalog_are_refused_by_name(compose, model, attention, hybrid):
     """A hybrid's layer pattern is no runs column: one outside the catalog is refused naming why,
     not priced as if every layer attended (Nemotron-4 and the Llama-based Nemotrons are
-    transformers)."""
+    transformers, as is Nemotron Nano 8B v1; Nemotron Nano 2 is a Nemotron-H hybrid)."""
     assert (validate.hybrid_mamba(model) or validate.hybrid_mamba(attention or "")) == hybrid
     if hybrid:
         row = {"id": "r", "source": "A 2026 table", "model": model, "attention": attention, "layers": 118,

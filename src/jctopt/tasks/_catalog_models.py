@@ -27,15 +27,18 @@ NAMES = {
     "grok1_314b": r"grok ?1", "nemotron4_15b": r"nemotron ?(4 ?)?15b", "nemotron4_340b": r"nemotron ?(4 ?)?340b",
     # Hybrid Mamba-2 models (_hybrid): their layer pattern comes from the catalog only.
     "nemotron_h_8b": r"nemotron ?h ?8b", "nemotron_h_47b": r"nemotron ?h ?47b", "nemotron_h_56b": r"nemotron ?h ?56b",
-    "nemotron3_nano_30b_a3b": r"nemotron ?3 ?nano(?! ?4b)( ?30b ?a3b)?",
-    "nemotron3_super_120b_a12b": r"nemotron ?3 ?super( ?120b ?a12b)?",
+    # "Nemotron 3" also as NeMo AutoModel prints it, "Nemotron V3 Nano 30B".
+    "nemotron3_nano_30b_a3b": r"nemotron ?v?3 ?nano(?! ?4b)( ?30b ?a3b)?",
+    "nemotron3_super_120b_a12b": r"nemotron ?v?3 ?super( ?120b ?a12b)?",
 }
 
 
 # Hybrid Mamba-2 / attention models (NVIDIA Nemotron-H, Nemotron 3, and others): a row cannot
 # state their layer pattern, so one is placed only as a catalog model; any other is refused
-# rather than priced as a transformer with attention in every layer.
-HYBRID_MAMBA = r"nemotron ?(h|3(\.\d)?)(?![a-z0-9])|mamba|jamba|zamba|hymba|samba"
+# rather than priced as a transformer with attention in every layer. Nemotron Nano 2 (9B/12B v2)
+# is a Nemotron-H hybrid; the Llama-based Nemotron Nano 8B v1 and Super 49B are transformers.
+HYBRID_MAMBA = (r"nemotron ?v?(h|3(\.\d)?)(?![a-z0-9])|nemotron ?nano ?(\d+b ?)?v ?2(?![a-z0-9])"
+                r"|mamba|jamba|zamba|hymba|samba")
 
 
 def hybrid_mamba(name) -> bool:
