@@ -32,13 +32,15 @@ def test_published_total_and_active_parameters(config, name):
     assert float(C.active_params(cfg.model, cfg.train.seq_len)) / 1e9 == pytest.approx(active, rel=0.02)
 
 
-def test_gpt_oss_counts_the_unembedding_as_active(config):
-    """gpt-oss-120b model card, Table 1: 116.83 B total, 5.13 B active without the input embedding."""
-    cfg = _model(config, "gpt_oss_120b")
+@pytest.mark.parametrize("name, total, active", [("gpt_oss_120b", 116.83, 5.13), ("gpt_oss_20b", 20.91, 3.61)])
+def test_gpt_oss_counts_the_unembedding_as_active(config, name, total, active):
+    """gpt-oss model card (arXiv:2508.10925), Table 1: 116.83 B total and 5.13 B active for
+    gpt-oss-120b, 20.91 B and 3.61 B for gpt-oss-20b, the active count without the input embedding."""
+    cfg = _model(config, name)
     m = cfg.model
     embedding = float(m.vocab * m.hidden)
-    assert float(C.total_params(m, cfg.train.seq_len)) / 1e9 == pytest.approx(116.83, rel=2e-3)
-    assert (float(C.active_params(m, cfg.train.seq_len)) - embedding) / 1e9 == pytest.approx(5.13, rel=2e-3)
+    assert float(C.total_params(m, cfg.train.seq_len)) / 1e9 == pytest.approx(total, rel=2e-3)
+    assert (float(C.active_params(m, cfg.train.seq_len)) - embedding) / 1e9 == pytest.approx(active, rel=2e-3)
 
 
 def test_qwen3_layer_by_hand(config):
