@@ -638,6 +638,8 @@ def test_case_of_gpu_and_fabric_keys_and_mla_variants(compose):
                                        ("Llama 3.1 8B", "llama3_8b"), ("DeepSeekV3", "deepseek_v3"),
                                        ("DeepSeek-V3 truncated to 4 layers", "deepseek_v3"),
                                        ("Qwen3_30B_a3B", "qwen3_30b_a3b"), ("Qwen3-235B-A22B", "qwen3_235b_a22b"),
+                                       ("Qwen3 MoE 30B", "qwen3_30b_a3b"), ("Qwen3-235B", "qwen3_235b_a22b"),
+                                       ("Qwen3-32B", None),
                                        ("GPT-OSS-120B", "gpt_oss_120b"), ("GPT-OSS 20B", "gpt_oss_20b"), ("Kimi-K2", "kimi_k2"),
                                        ("Mixtral-8x22B", "mixtral_8x22b"), ("Llama4 Scout (17Bx16E)", "llama4_scout"),
                                        ("Llama 2 70B", None), ("Llama 3 80B", None),

@@ -21,7 +21,8 @@ NAMES = {
     "llama3_405b": r"llama ?3(\.[13])? ?405b", "llama3_70b": r"llama ?3(\.[13])? ?70b",
     "llama3_8b": r"llama ?3(\.1)? ?8b", "llama2_34b": r"llama ?2( style)? ?34b",
     "deepseek_v3": r"deepseek ?v3(\.\d)?", "kimi_k2": r"kimi ?k2",
-    "qwen3_30b_a3b": r"qwen ?3 ?30b ?a3b", "qwen3_235b_a22b": r"qwen ?3 ?235b ?a22b",
+    # Qwen3's MoE sizes also as "Qwen3 MoE 30B" (NeMo AutoModel) or without the active size.
+    "qwen3_30b_a3b": r"qwen ?3 ?(moe ?)?30b( ?a3b)?", "qwen3_235b_a22b": r"qwen ?3 ?(moe ?)?235b( ?a22b)?",
     "gpt_oss_120b": r"gpt ?oss ?120b", "gpt_oss_20b": r"gpt ?oss ?20b", "llama4_scout": r"llama ?4 ?scout", "llama4_maverick": r"llama ?4 ?maverick",
     "mixtral_8x7b": r"mixtral ?8x7b", "mixtral_8x22b": r"mixtral ?8x22b", "gpt3_175b": r"gpt ?3 ?175b",
     "grok1_314b": r"grok ?1", "nemotron4_15b": r"nemotron ?(4 ?)?15b", "nemotron4_340b": r"nemotron ?(4 ?)?340b",
