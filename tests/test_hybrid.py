@@ -25,10 +25,46 @@ def test_nemotron_h_8b_mamba_mixer_by_hand(config):
     # SSD forward per token, chunks of 128: C B^T per group (2 g Q N), its product with x
     # (2 H Q P), chunk state and output from the state (2 x 2 H N P).
     assert float(Mb.scan_forward_flops_per_token(m)) == 2 * (8 * 128 * 128 + 128 * (128 * 64 + 2 * 128 * 64))
-    # Stored for backward, bf16: in_proj's output 18560, the convolution's 10240, y 8192, the
-    # norm's output 8192 (1 byte when out_proj runs in fp8).
-    assert float(Mb.stored_activation_bytes_per_token(m, 0.0)) == 2 * (18560 + 10240 + 8192 + 8192)
-    assert float(Mb.stored_activation_bytes_per_token(m, 1.0)) == 2 * (18560 + 10240 + 8192) + 8192
+    # Backward, recomputing C B^T and the chunk states: 3 x 2 g Q N, 3 x 2 H Q P, 5 x 2 H N P.
+    assert float(Mb.scan_backward_flops_per_token(m)) == 2 * (3 * 8 * 128 * 128 + 128 * (3 * 128 * 64 + 5 * 128 * 64))
+    # HBM bytes per token, d = 8192, B/C 1024, chunk states 8192 (128 x 64 x 128 / 128), C B^T
+    # 1024 (8 x 128), in_proj output 18560, convolution channels 10240. Forward: layout copies
+    # 4 x (18560 + 8192), convolution 4 x 10240, scan 10 d + 8 x 1024 + 12 x 8192 + 8 x 1024,
+    # norm 4 d. Backward: layout copies again, norm 6 d, convolution recomputed and
+    # differentiated 10 x 10240, scan 34 d + 38 x 1024 + 34 x 8192 + 24 x 1024.
+    layout = 4 * (18560 + 8192)
+    assert float(Mb.forward_bytes_per_token(m)) == (layout + 4 * 10240 + 10 * 8192 + 8 * 1024 + 12 * 8192
+                                                    + 8 * 1024 + 4 * 8192) == 377_344
+    assert float(Mb.backward_bytes_per_token(m)) == (layout + 6 * 8192 + 10 * 10240 + 34 * 8192 + 38 * 1024
+                                                     + 34 * 8192 + 24 * 1024) == 879_104
+    # Stored for backward, bf16: in_proj's output 18560, the scan's ungated output 8192, the
+    # gated y 8192, the norm's output 8192 (1 byte when out_proj runs in fp8); the convolution's
+    # output is recomputed.
+    assert float(Mb.stored_activation_bytes_per_token(m, 0.0)) == 2 * (18560 + 8192 + 8192 + 8192)
+    assert float(Mb.stored_activation_bytes_per_token(m, 1.0)) == 2 * (18560 + 8192 + 8192) + 8192
+
+
+def test_mamba_mixer_backward_is_its_kernels_count(config):
+    """One Nemotron-H 8B mixer on 8192 tokens of an H100: forward and backward are bytes at the
+    achieved HBM rate plus the chunk matmuls at the GEMM rate of a 64-wide head; the
+    micro-batch's compute charges the backward as counted, not twice the forward."""
+    cfg = _model(config, "nemotron_h_8b")
+    m, g, t = cfg.model, cfg.gpu, cfg.train
+    forward, backward = (float(x) for x in C.mamba_mixer_times(m, g, 8192.0, 1.0))
+    hbm = 1e12 * float(g.hbm_tbps * g.mem_eff)
+    rate = 1e12 * float(g.peak_bf16_tflops * g.matmul_eff) * 64 / (64 + float(g.matmul_half_dim))
+    assert forward == pytest.approx(8192 * (377_344 / hbm + float(Mb.scan_forward_flops_per_token(m)) / rate), rel=1e-12)
+    assert backward == pytest.approx(8192 * (879_104 / hbm + float(Mb.scan_backward_flops_per_token(m)) / rate),
+                                     rel=1e-12)
+    assert 2.0 < backward / forward < 2.6
+    # Per layer of a bf16 micro-batch without recompute: 3 x (GEMMs + elementwise), the flash
+    # core 1 + 2.5 times, and the mixers' counted backward in place of a second forward pair.
+    t = t._replace(micro_batch=1.0, seq_len=8192.0, recompute=0.0, flash_attention=1.0)
+    gemm, core, elem = (float(x) for x in C.layer_times(m, g, t, 1.0, 1.0))
+    per_layer = 3 * (gemm + elem) + 3.5 * core + float(Hy.mamba_share(m)) * (backward - 2 * forward)
+    assert float(C.microbatch_compute_time(m, g, t, 1.0, 1.0, 4.0, 0.0)) == pytest.approx(4 * per_layer, rel=1e-12)
+    llama = _model(config, "llama3_8b")
+    assert [float(x) for x in C.mamba_mixer_times(llama.model, llama.gpu, 8192.0, 1.0)] == [0.0, 0.0]
 
 
 def test_layer_pattern_sets_the_shares(config):

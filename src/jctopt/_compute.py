@@ -364,14 +364,24 @@ def layer_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0, etp=None)
     # Eager PyTorch (no torch.compile, no fused kernels) moves more: _eager.
     elementwise_bytes += tokens * Ea.extra_forward_bytes_per_token(m, t, tp, sp_div, mlp_width)
     elementwise = elementwise_bytes / hbm_rate(g)
-    # Mamba-2 mixers: the convolution, SSD and gated-norm kernels' HBM traffic, and the SSD's
-    # chunk matmuls at the GEMM rate of their thinnest dimension, the head (_mamba).
-    mamba = Hy.mamba_share(m)
+    mixer_forward, _ = mamba_mixer_times(m, g, tokens, tp)
+    return column + row, core, elementwise + Hy.mamba_share(m) * mixer_forward
+
+
+def mamba_mixer_times(m: ModelSpec, g: GPUSpec, tokens, tp):
+    """(forward, backward) time (s) of one Mamba-2 mixer's kernels besides its projections, for
+    ``tokens`` tokens on one GPU: the layout copies, convolution, SSD and norm kernels' HBM
+    traffic and the SSD's chunk matmuls at the GEMM rate of their thinnest dimension, the head;
+    the backward counted kernel by kernel (_mamba). 0 for a model without mixers."""
+    mamba = Hy.mamba_share(m) > 0
     p = m.mamba_head_dim
-    scan_rate = bf16_matmul_flops(g) * p / (p + g.matmul_half_dim)
-    scan = (tokens * Mb.forward_bytes_per_token(m) / (tp * hbm_rate(g))
-            + tokens * Mb.scan_forward_flops_per_token(m) / (tp * jnp.where(mamba > 0, scan_rate, 1.0)))
-    return column + row, core, elementwise + mamba * scan
+    scan_rate = jnp.where(mamba, bf16_matmul_flops(g) * p / (p + g.matmul_half_dim), 1.0)
+
+    def pass_time(bytes_per_token, flops_per_token):
+        return jnp.where(mamba, tokens / tp * (bytes_per_token / hbm_rate(g) + flops_per_token / scan_rate), 0.0)
+
+    return (pass_time(Mb.forward_bytes_per_token(m), Mb.scan_forward_flops_per_token(m)),
+            pass_time(Mb.backward_bytes_per_token(m), Mb.scan_backward_flops_per_token(m)))
 
 
 CROSS_ENTROPY_BYTES = 20.0
@@ -391,13 +401,16 @@ def microbatch_compute_time(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, layer
                             etp=None):
     """Forward + backward (+ recompute) compute time (s) of one micro-batch on one stage.
 
-    Backward costs 2x forward (Narayanan 2021 Sec. 5.1), the flash attention core 2.5x.
-    ``last_stage`` adds that many output heads: the logits GEMM and the cross-entropy over
+    Backward costs 2x forward (Narayanan 2021 Sec. 5.1), the flash attention core 2.5x, a
+    Mamba-2 mixer's kernels what they move and multiply (_mamba). ``last_stage`` adds that many output heads: the logits GEMM and the cross-entropy over
     them (1 + multi-token-prediction modules on the last stage, 0 elsewhere).
     """
     gemm, core, elem = layer_times(m, g, t, tp, cp, ep, etp)
     per_layer = 3.0 * (gemm + elem) + (1.0 + core_backward_factor(t)) * core + recompute_time(t, gemm, core, elem)
     tokens = t.micro_batch * t.seq_len / cp
+    # A Mamba-2 mixer's backward is its kernels' own count, not twice the forward (_mamba).
+    mixer_forward, mixer_backward = mamba_mixer_times(m, g, tokens, tp)
+    per_layer += Hy.mamba_share(m) * (mixer_backward - 2.0 * mixer_forward)
     # Low-precision recipes quantize each GEMM input forward (again when recomputing) and each
     # output gradient backward, through HBM (_quantization).
     q_fwd, q_bwd = Q.quantized_elements_per_token(m, t, tp, qkv_width(m), mlp_width_per_token(m),
