@@ -853,3 +853,23 @@ def test_an_interleaving_depth_no_framework_could_run_is_not_chosen(compose):
     config, _, _ = validate._fastest_interleaving(base, shallow)
     assert float(config.layout.vpp) == 1.0
     assert Reason(int(jctopt.estimate(config).reason)) != Reason.LAYOUT
+
+
+def test_report_gives_the_error_and_its_sign_per_gpu_and_model_family(tmp_path):
+    """Four rows by hand: on gb200 the model is 10 % too slow and 20 % too fast (median |error|
+    15, signed -5), on h100 30 % too fast; a model cell naming a catalog model counts under its
+    key, another under its own name, an unplaced row under neither."""
+    df = pd.DataFrame({
+        "id": ["a", "b", "c", "d"], "source": ["s"] * 4, "gpu": ["gb200", "gb200", "h100_sxm", "gb200"],
+        "model": ["DeepSeek-V3", "DeepSeekV3 671B", "Some MoE", "DeepSeek-V3"],
+        "measured_iter_time_s": [10.0, 10.0, 10.0, 10.0], "predicted_iter_time_s": [11.0, 8.0, 7.0, None],
+        "reason": [None, None, None, "not placed"]})
+    df["pct_error"] = 100.0 * (df.predicted_iter_time_s / df.measured_iter_time_s - 1.0)
+    df["abs_pct_error"] = df.pct_error.abs()
+    by_gpu = validate.bias_table(df, "gpu")
+    assert list(by_gpu.index) == ["gb200", "h100_sxm"]
+    assert by_gpu.loc["gb200"].tolist() == pytest.approx([15.0, -5.0, 2])
+    assert by_gpu.loc["h100_sxm"].tolist() == pytest.approx([30.0, -30.0, 1])
+    text = validate.report(df, tmp_path / "runs.csv")
+    assert "| gb200 | 15.0 | -5.0 | 2 |" in text and "| deepseek_v3 | 15.0 | -5.0 | 2 |" in text
+    assert "| Some MoE | 30.0 | -30.0 | 1 |" in text

@@ -755,7 +755,7 @@ def place_rows(cfg: DictConfig, table: pd.DataFrame) -> tuple[list[dict], list[i
     configs, index, rows = [], [], []
     for i, row in enumerate(table.to_dict("records")):
         out = {"id": row["id"], "source": row.get("source"), "measured_iter_time_s": row.get("measured_iter_time_s"),
-               "gpu": row.get("gpu")}
+               "gpu": row.get("gpu"), "model": row.get("model")}
         try:
             if _split_blank(row):
                 config, rc, used = _fastest_split(base, row)
@@ -1009,7 +1009,9 @@ def run_validate(cfg: DictConfig, runs: Path) -> pd.DataFrame:
         df.loc[part.index, "predicted_lo_s"], df.loc[part.index, "predicted_hi_s"] = lo, hi
     # A measured time that is not a number is left out of the comparison (its row is still predicted).
     df["measured_iter_time_s"] = pd.to_numeric(df.measured_iter_time_s, errors="coerce")
-    df["abs_pct_error"] = 100.0 * (df.predicted_iter_time_s - df.measured_iter_time_s).abs() / df.measured_iter_time_s
+    # Signed: > 0 where the model is slower than the measurement (pessimistic), < 0 where faster.
+    df["pct_error"] = 100.0 * (df.predicted_iter_time_s - df.measured_iter_time_s) / df.measured_iter_time_s
+    df["abs_pct_error"] = df.pct_error.abs()
     return df
 
 
@@ -1022,6 +1024,15 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([per.sort_values("median"), total])
 
 
+def bias_table(df: pd.DataFrame, key: str) -> pd.DataFrame:
+    """Median |error| %, median signed error % (> 0: the model is too slow) and count per value of
+    ``key`` (a GPU, a model), most rows first: where the model errs, and in which direction."""
+    ok = df[df.abs_pct_error.notna()].assign(**{key: lambda d: d[key].fillna("(blank)").astype(str)})
+    per = ok.groupby(key).agg(median=("abs_pct_error", "median"), signed=("pct_error", "median"),
+                              n=("pct_error", "count"))
+    return per.sort_values(["n", "median"], ascending=[False, True])
+
+
 def report(df: pd.DataFrame, runs: Path) -> str:
     s = summary(df)
     lines = [f"# Validation against {runs.name}", "",
@@ -1029,6 +1040,13 @@ def report(df: pd.DataFrame, runs: Path) -> str:
              f"{s.loc['all rows', 'median']:.1f} %, 90th percentile {s.loc['all rows', 'p90']:.1f} %.", "",
              "| source | median % | p90 % | rows |", "|---|---:|---:|---:|"]
     lines += [f"| {src} | {r['median']:.1f} | {r['p90']:.1f} | {int(r['n'])} |" for src, r in s.iterrows()]
+    # A model cell that names a catalog model counts under its key (one family however spelled).
+    families = df.assign(family=[catalog_model(m) or m for m in df.get("model", pd.Series(index=df.index))])
+    for key, title in (("gpu", "By GPU"), ("family", "By model (catalog key where the row names one)")):
+        table = bias_table(families, key)
+        lines += ["", f"## {title}", "", "Signed: the median of predicted / measured - 1 (> 0: the model is too slow).",
+                  "", f"| {key} | median % | signed % | rows |", "|---|---:|---:|---:|"]
+        lines += [f"| {k} | {r['median']:.1f} | {r['signed']:+.1f} | {int(r['n'])} |" for k, r in table.iterrows()]
     skipped = df[df.reason.notna()] if "reason" in df else df.iloc[:0]
     if len(skipped):
         lines += ["", "## Rows not placed", ""] + [f"- `{r.id}`: {r.reason}" for _, r in skipped.iterrows()]
