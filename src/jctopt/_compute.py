@@ -16,6 +16,7 @@ from . import _hybrid as Hy
 from . import _latent as La
 from . import _mamba as Mb
 from . import _quantization as Q
+from . import _window as W
 from ._types import GPUSpec, ModelSpec, Training
 
 
@@ -342,7 +343,10 @@ def layer_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0, etp=None)
     # runs as two thin GEMMs (head dimension d) and scores, softmax and dropout are written
     # and re-read, ~12 bytes per score.
     core_flops = 2.0 * t.micro_batch * t.seq_len * t.seq_len * attention_core_width(m) / (tp * cp)
-    flash = A.flash_forward_time(0.5 * core_flops, g, t)
+    # Sliding-window layers run their band's share of the square (_window), the rest the causal half.
+    windowed = m.window_layers / jnp.maximum(m.attention_layers, 1.0)
+    flash = ((1.0 - windowed) * A.flash_forward_time(0.5 * core_flops, g, t)
+             + windowed * A.flash_forward_time(W.square_share(m.attention_window, t.seq_len) * core_flops, g, t))
     scores = t.micro_batch * m.n_heads / tp * t.seq_len * t.seq_len / cp
     unfused = core_flops / (bf16_matmul_flops(g) * d / (d + g.matmul_half_dim)) + 12.0 * scores / hbm_rate(g)
     core = Hy.attention_share(m) * jnp.where(t.flash_attention > 0, flash, unfused)

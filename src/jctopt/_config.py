@@ -56,6 +56,10 @@ class ModelConf:
     kv_lora_rank: int = 0
     qk_rope_head_dim: int = 0  # the decoupled RoPE key, shared by the heads
     mtp_layers: int = 0  # multi-token-prediction modules on the last stage (DeepSeek-V3: 1)
+    # Sliding-window attention (_window): window_layers of the attention layers let a query see
+    # itself and the attention_window - 1 tokens before it (gpt-oss: 128 on every other layer).
+    attention_window: int = 0  # tokens; 0 = no windowed layer
+    window_layers: int = 0
     moe_latent_size: int = 0  # LatentMoE (_latent): the routed experts' width (Nemotron 3 Super: 1024); 0 = hidden
     # Hybrid models (_hybrid): Megatron-Core's layer pattern, one character per layer: M Mamba-2,
     # * attention, - dense MLP, E routed experts (Nemotron-H 8B: "M-M-M-M*-..."); None: a
@@ -426,6 +430,12 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
     if m.kv_lora_rank and not 0 <= m.qk_rope_head_dim < (m.head_dim or m.hidden // m.n_heads):
         _fail("model.qk_rope_head_dim", m.qk_rope_head_dim, "below model.head_dim (the query/key head: nope + rope)")
     _check_layer_pattern(m)
+    attention_layers = layer_counts(OmegaConf.to_container(m, resolve=True))["attention_layers"]
+    if m.attention_window < 0:
+        _fail("model.attention_window", m.attention_window, "a token count >= 0 (0: no windowed layer)")
+    if not 0 <= m.window_layers <= attention_layers or (m.window_layers > 0) != (m.attention_window > 0):
+        _fail("model.window_layers", m.window_layers,
+              f"0-{attention_layers} (the attention layers), > 0 exactly when model.attention_window > 0")
     if not 0 <= m.n_dense_layers < m.n_layers or (m.n_dense_layers and m.n_experts == 1):
         _fail("model.n_dense_layers", m.n_dense_layers,
               f"0, or below model.n_layers={m.n_layers} in an MoE model (model.n_experts > 1)")

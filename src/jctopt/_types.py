@@ -39,6 +39,8 @@ class ModelSpec(NamedTuple):
     qk_rope_head_dim: Array  # MLA decoupled RoPE key dimension
     mtp_layers: Array  # multi-token-prediction modules (layer + output head) on the last stage
     moe_latent_size: Array  # routed experts' width under LatentMoE (_latent); 0 = hidden
+    attention_window: Array  # sliding window, tokens (_window); 0 = none
+    window_layers: Array  # attention layers with the window (the rest attend causally to the whole sequence)
     # Hybrid models (_hybrid): layers holding each kind; a transformer has attention and an MLP in every layer.
     attention_layers: Array  # layers with an attention mixer (n_layers in a transformer)
     mamba_layers: Array  # layers with a Mamba-2 mixer (0 in a transformer)

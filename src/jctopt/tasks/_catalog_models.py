@@ -66,6 +66,14 @@ def latent_size(key: str) -> int:
     return int(load_option("model", key).moe_latent_size)
 
 
+@functools.cache
+def sliding_window(key: str) -> tuple[int, float]:
+    """A catalog model's sliding window (``model.attention_window``, _window; 0: none) and the
+    share of its layers that use it, which no runs column states."""
+    m = load_option("model", key)
+    return int(m.attention_window), m.window_layers / m.n_layers
+
+
 def hybrid_keys() -> list[str]:
     """The catalog's hybrid Mamba-2 models."""
     return [k for k in NAMES if hybrid_layers(k) is not None]

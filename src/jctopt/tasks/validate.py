@@ -30,7 +30,8 @@ from .._jct import STEP_PARTS, Reason, estimate, estimate_batch, unmasked_step
 from .._resources import validation_file
 from .._types import stack
 from .._uncertainty import step_interval
-from ._catalog_models import architecture_cells, catalog_model, hybrid_keys, hybrid_layers, hybrid_mamba, latent_size
+from ._catalog_models import (architecture_cells, catalog_model, hybrid_keys, hybrid_layers, hybrid_mamba, latent_size,
+                              sliding_window)
 from ._risk import check_confidence, error_basis, log_quantiles
 from ._output import pyplot, save_plot
 
@@ -553,6 +554,9 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
         _hybrid_model(m, row, hybrid)
     # A catalog MoE's latent expert width (_latent): no runs column states it.
     m.moe_latent_size = latent_size(key) if key is not None and m.n_experts > 1 else 0
+    # A catalog model's sliding window (_window), on its share of the row's layers: no column states it.
+    window, share = sliding_window(key) if key is not None and not hybrid else (0, 0.0)
+    m.attention_window, m.window_layers = window, round(share * layers) if window else 0
 
     lay, tr = cfg.layout, cfg.training
     lay.n_gpus = _int(row, "num_gpus", used)
