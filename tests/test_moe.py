@@ -206,3 +206,32 @@ def test_overlapped_all_to_all_hides_behind_the_other_micro_batch(config, fabric
     assert (raw < window) == (fabric == "ib_ndr400")
     assert float(on.compute_s) == pytest.approx(float(off.compute_s), rel=1e-12)
     assert float(on.ep_comm_s) == pytest.approx(n * (raw - min(raw, window)), rel=1e-9, abs=1e-9)
+
+
+def test_load_imbalance_scales_the_busiest_ranks_experts_and_all_to_all(config):
+    """training.moe_imbalance 1.25: the busiest EP rank runs its experts' grouped GEMMs on 1.25x
+    the balanced tokens, receives and returns 1.25x the all-to-all bytes, and keeps 1.25x the
+    routed activations; attention and the dense parts do not change."""
+    from jctopt._jct import estimate
+    from jctopt import _memory as Mem
+
+    args = ("training.micro_batch=4", "training.global_batch=32", "layout.ep=8", "training.recompute=none")
+    balanced = _model(config, "mixtral_8x7b", *args)
+    skewed = _model(config, "mixtral_8x7b", *args, "training.moe_imbalance=1.25")
+    m, g = balanced.model, balanced.gpu
+    tokens = 4.0 * 4096
+    rate = C.matmul_peak_flops(g, balanced.train)
+    # One expert per GPU at ep 8, fed by all 8 ranks: tokens x top_k x ep / n_experts = 2 x tokens.
+    up = C.gemm_time(1.25 * tokens * 2, 4096.0, 2 * 14336.0, rate, g, half_dim_factor=C.GROUPED_GEMM_HALF_DIM_FACTOR)
+    qkv = C.gemm_time(tokens, 4096.0, 4096.0 + 2 * 1024.0, rate, g)
+    column, _ = C.layer_gemm_times(m, g, skewed.train, 1.0, 1.0, 8.0, 1.0)
+    assert float(column) == pytest.approx(float(qkv + up), rel=1e-12)
+    assert float(estimate(skewed).ep_comm_s) == pytest.approx(1.25 * float(estimate(balanced).ep_comm_s), rel=1e-12)
+    routed = 0.25 * 2 * 14336 * tokens * (4.0 + 2.0)  # the excess of 2 routed copies' MLP activations, bf16, SwiGLU
+    mem = [Mem.activation_bytes_per_layer(c.model, c.layout, c.train)[1] for c in (balanced, skewed)]
+    assert float(mem[1] - mem[0]) == pytest.approx(routed, rel=1e-12)
+
+
+def test_load_imbalance_below_balance_is_refused(config):
+    with pytest.raises(ConfigError, match=r"training\.moe_imbalance=0\.9 is not allowed"):
+        _model(config, "mixtral_8x7b", "training.moe_imbalance=0.9")

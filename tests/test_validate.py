@@ -873,3 +873,17 @@ def test_report_gives_the_error_and_its_sign_per_gpu_and_model_family(tmp_path):
     text = validate.report(df, tmp_path / "runs.csv")
     assert "| gb200 | 15.0 | -5.0 | 2 |" in text and "| deepseek_v3 | 15.0 | -5.0 | 2 |" in text
     assert "| Some MoE | 30.0 | -30.0 | 1 |" in text
+
+
+def test_padded_capacity_sets_the_busiest_ranks_excess(compose):
+    """Megatron-Core pads every expert's input to moe_expert_capacity_factor x the mean when
+    moe_pad_expert_input_to_capacity is on (Nemotron 3 Super's 64-GPU recipe: 1.10); without the
+    padding, or without a factor, the row keeps the preset's forced balance."""
+    base = compose("task=validate")
+    row = {"id": "r", "source": "Megatron-Bridge docs/performance-summary.md, 26.08 NeMo Container",
+           "model": "Qwen3-30B-A3B", "gpu": "gb200", "precision": "BF16", "num_gpus": 8, "tp": 1, "pp": 1, "cp": 1,
+           "ep": 8, "global_batch": 512, "micro_batch": 4, "seq_len": 4096}
+    padded = "moe_expert_capacity_factor=1.10; moe_pad_expert_input_to_capacity=True"
+    assert validate.row_config(base, dict(row, notes=padded))[0].training.moe_imbalance == pytest.approx(1.10)
+    for notes in ("moe_expert_capacity_factor=1.10", "forced-balanced routing", ""):
+        assert validate.row_config(base, dict(row, notes=notes))[0].training.moe_imbalance == 1.0

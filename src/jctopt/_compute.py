@@ -309,7 +309,8 @@ def layer_gemm_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0, etp=
 
     dense_up, dense_down = mlp(tokens, m.ffn_hidden, tp)
     local_experts = m.n_experts / ep
-    expert_up, expert_down = mlp(E.tokens_per_local_expert(tokens, m, tp, ep, etp), m.moe_ffn_hidden, etp,
+    expert_tokens = E.tokens_per_local_expert(tokens, m, tp, ep, etp) * E.busiest_rank_tokens(t)
+    expert_up, expert_down = mlp(expert_tokens, m.moe_ffn_hidden, etp,
                                  GROUPED_GEMM_HALF_DIM_FACTOR, La.routed_width(m))
     # LatentMoE (_latent): h -> l before the dispatch, l -> h after the combine, on the rank's
     # sequence-parallel share of the tokens (the dispatcher's input). A unit width stands in

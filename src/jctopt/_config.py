@@ -178,6 +178,9 @@ class TrainingConf:
     bucket_mparams: float = 25.0
     metric_loss_passes: int = 0  # Composer/llm-foundry: 2 (LanguageCrossEntropy, LanguagePerplexity every micro-batch)
     moe_host_s: float = 0.0  # host launch time per MoE layer and micro-batch (fwd + bwd), s; 0 under a full-iteration CUDA graph
+    # Tokens the busiest expert-parallel rank receives over the mean (_experts.busiest_rank_tokens):
+    # 1.0 = forced balance, as benchmark runs force it; a capacity factor where inputs are padded to it.
+    moe_imbalance: float = 1.0
     # Layers per pipeline stage whose stored activations are offloaded to host memory (Megatron-Core
     # --cpu-offloading-num-layers, _offload); 0 = none
     offload_layers: int = 0
@@ -395,6 +398,9 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
         value = cfg[group][name]
         if not 0 <= value <= 1:
             _fail(key, value, "a fraction in [0, 1]")
+    imbalance = cfg.training.moe_imbalance
+    if not (isinstance(imbalance, (int, float)) and math.isfinite(imbalance) and imbalance >= 1):
+        _fail("training.moe_imbalance", imbalance, "a finite number >= 1 (1 = forced balance)")
     over = cfg.cluster.oversubscription
     if not (isinstance(over, (int, float)) and math.isfinite(over) and over >= 1):
         _fail("cluster.oversubscription", over, "a finite number >= 1 (1 = full bisection)")

@@ -10,7 +10,7 @@ experts, 1/etp of each.
 
 from __future__ import annotations
 
-from ._types import Layout, ModelSpec
+from ._types import Layout, ModelSpec, Training
 
 
 def expert_data_parallel(lay: Layout, dp):
@@ -26,6 +26,19 @@ def ep_stride(lay: Layout):
 def edp_stride(lay: Layout):
     """Rank distance between replicas of one expert shard."""
     return lay.etp * lay.ep
+
+
+def busiest_rank_tokens(t: Training):
+    """The busiest expert-parallel rank's tokens over the mean: ``training.moe_imbalance``.
+
+    Every MoE layer synchronises its EP group twice per pass (dispatch, combine), so the layer
+    waits on the rank that receives the most tokens: its grouped GEMMs and its share of the
+    all-to-all scale with that excess (GShard, Lepikhin et al. 2020, Sec. 2.2, and Switch
+    Transformer, Fedus et al. 2022, Sec. 2.2: the capacity factor bounds it). Forced balance, as
+    benchmark runs force it, is 1; Megatron-Core's ``--moe-expert-capacity-factor`` with
+    ``--moe-pad-expert-input-to-capacity`` pads every expert's input to that factor times the
+    mean, which costs the same as an imbalance of the factor."""
+    return t.moe_imbalance
 
 
 def tokens_per_local_expert(tokens, m: ModelSpec, tp, ep, etp):

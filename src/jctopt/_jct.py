@@ -232,7 +232,8 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     n_a2a = moe * layers_per_stage * C.moe_layer_fraction(m) * (4.0 + 2.0 * recompute_full)
     flat = K.all_to_all(token_bytes * m.top_k, lay.ep, E.ep_stride(lay), g, f, c)
     two_hop = K.all_to_all_two_hop(token_bytes, m.top_k, lay.ep, E.ep_stride(lay), g, f, c)
-    ep_raw = n_a2a * jnp.where(t.ep_two_hop > 0, two_hop, flat)
+    # The busiest rank receives (and sends back) its excess of tokens: the layer waits on it (_experts).
+    ep_raw = n_a2a * jnp.where(t.ep_two_hop > 0, two_hop, flat) * E.busiest_rank_tokens(t)
     # Schedules that interleave two micro-batches hide one's dispatch and combine behind the
     # other's compute: DeepSeek-V3's DualPipe (report Sec. 3.2.1: "both all-to-all and PP
     # communication can be fully hidden"), Megatron-Core's 1F1B all-to-all overlap

@@ -7,6 +7,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from . import _compute as C
+from . import _experts as E
 from . import _hybrid as Hy
 from . import _mamba as Mb
 from . import _offload as O
@@ -84,7 +85,9 @@ def activation_bytes_per_layer(m: ModelSpec, lay: Layout, t: Training):
     split_attn = attn * (2.0 * s * b * (m.n_heads + m.n_kv_heads) * (m.head_dim + m.v_head_dim)
                          - low * s * b * m.n_heads * m.v_head_dim)
     split_attn += Hy.mamba_share(m) * s * b * Mb.stored_activation_bytes_per_token(m, low)
-    split_mlp = s * b * C.mlp_width_per_token(m) * (4.0 + 2.0 * m.glu - low)
+    # The busiest expert-parallel rank keeps its excess of routed tokens too (_experts).
+    routed_excess = (E.busiest_rank_tokens(t) - 1.0) * C.moe_layer_fraction(m) * m.top_k * m.moe_ffn_hidden
+    split_mlp = s * b * (C.mlp_width_per_token(m) + routed_excess) * (4.0 + 2.0 * m.glu - low)
     scores = attn * 5.0 * m.n_heads * s * s * b
     keep_scores = jnp.where((t.recompute < 1) & (t.flash_attention < 1), 1.0, 0.0)
     sp_div = jnp.where(t.seq_parallel > 0, tp, 1.0)

@@ -341,6 +341,17 @@ def _moe_dispatch(row) -> tuple[bool, bool, bool]:
     return overlap, two_hop, named
 
 
+def _padded_capacity(row) -> float | None:
+    """The capacity factor every expert's input is padded to, where the notes name Megatron-Core's
+    ``moe_expert_capacity_factor`` together with ``moe_pad_expert_input_to_capacity=True``: the
+    busiest rank's excess (_experts.busiest_rank_tokens). None otherwise (forced or natural
+    balance: the training preset's, 1.0 for benchmark rows that force it)."""
+    notes = str(row.get("notes", ""))
+    factor = re.search(r"moe_expert_capacity_factor\W*([0-9]*\.?[0-9]+)", notes)
+    padded = re.search(r"moe_pad_expert_input_to_capacity\W*true", notes, re.IGNORECASE)
+    return max(float(factor.group(1)), 1.0) if factor and padded else None
+
+
 # Megatron-Bridge recipes that set overlap_moe_expert_parallel_comm without the rows' notes
 # printing the flag: the v0.6.0 full-iteration helpers (perf_recipes/qwen/common.py
 # _enable_hybridep_full_iteration_mxfp8, perf_recipes/deepseek/common.py
@@ -633,6 +644,7 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     tr.zero3_collectives_per_layer = 1 if year >= 2022 else 4 + int(cfg.model.glu)
     tr.dp_overlap = year >= 2023 and not _overlaps_disabled(row)
     tr.ep_comm_overlap, tr.ep_two_hop, named = _moe_dispatch(row)
+    tr.moe_imbalance = _padded_capacity(row) or tr.moe_imbalance
     if _moe_layers_graphed(row):
         tr.moe_host_s = 0.0
     tr.offload_layers = _stated_offload_layers(row) or 0
