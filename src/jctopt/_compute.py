@@ -407,8 +407,9 @@ def microbatch_compute_time(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, layer
     """Forward + backward (+ recompute) compute time (s) of one micro-batch on one stage.
 
     Backward costs 2x forward (Narayanan 2021 Sec. 5.1), the flash attention core 2.5x, a
-    Mamba-2 mixer's kernels what they move and multiply (_mamba). ``last_stage`` adds that many output heads: the logits GEMM and the cross-entropy over
-    them (1 + multi-token-prediction modules on the last stage, 0 elsewhere).
+    Mamba-2 mixer's kernels what they move and multiply (_mamba). ``last_stage`` adds that
+    many output heads: the logits GEMM and the cross-entropy over them (1 +
+    multi-token-prediction modules on the last stage, 0 elsewhere).
     """
     gemm, core, elem = layer_times(m, g, t, tp, cp, ep, etp)
     per_layer = 3.0 * (gemm + elem) + (1.0 + core_backward_factor(t)) * core + recompute_time(t, gemm, core, elem)
