@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 
 from jctopt import _compute as C
+from jctopt import _memory as Mem
 from jctopt._config import ConfigError
+from jctopt._jct import estimate
 
 
 def _model(config, name, *extra):
@@ -212,9 +214,6 @@ def test_load_imbalance_scales_the_busiest_ranks_experts_and_all_to_all(config):
     """training.moe_imbalance 1.25: the busiest EP rank runs its experts' grouped GEMMs on 1.25x
     the balanced tokens, receives and returns 1.25x the all-to-all bytes, and keeps 1.25x the
     routed activations; attention and the dense parts do not change."""
-    from jctopt._jct import estimate
-    from jctopt import _memory as Mem
-
     args = ("training.micro_batch=4", "training.global_batch=32", "layout.ep=8", "training.recompute=none")
     balanced = _model(config, "mixtral_8x7b", *args)
     skewed = _model(config, "mixtral_8x7b", *args, "training.moe_imbalance=1.25")
