@@ -398,12 +398,11 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
         value = cfg[group][name]
         if not 0 <= value <= 1:
             _fail(key, value, "a fraction in [0, 1]")
-    imbalance = cfg.training.moe_imbalance
-    if not (isinstance(imbalance, (int, float)) and math.isfinite(imbalance) and imbalance >= 1):
-        _fail("training.moe_imbalance", imbalance, "a finite number >= 1 (1 = forced balance)")
-    over = cfg.cluster.oversubscription
-    if not (isinstance(over, (int, float)) and math.isfinite(over) and over >= 1):
-        _fail("cluster.oversubscription", over, "a finite number >= 1 (1 = full bisection)")
+    for key, one in (("cluster.oversubscription", "full bisection"), ("training.moe_imbalance", "forced balance")):
+        group, name = key.split(".")
+        value = cfg[group][name]
+        if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 1):
+            _fail(key, value, f"a finite number >= 1 (1 = {one})")
     confidence = cfg.job.confidence
     if not (isinstance(confidence, float) and 0.0 < confidence < 1.0):
         _fail("job.confidence", confidence, "a probability strictly between 0 and 1")

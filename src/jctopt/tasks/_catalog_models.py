@@ -23,7 +23,8 @@ NAMES = {
     "deepseek_v3": r"deepseek ?v3(\.\d)?", "kimi_k2": r"kimi ?k2",
     # Qwen3's MoE sizes also as "Qwen3 MoE 30B" (NeMo AutoModel) or without the active size.
     "qwen3_30b_a3b": r"qwen ?3 ?(moe ?)?30b( ?a3b)?", "qwen3_235b_a22b": r"qwen ?3 ?(moe ?)?235b( ?a22b)?",
-    "gpt_oss_120b": r"gpt ?oss ?120b", "gpt_oss_20b": r"gpt ?oss ?20b", "llama4_scout": r"llama ?4 ?scout", "llama4_maverick": r"llama ?4 ?maverick",
+    "gpt_oss_120b": r"gpt ?oss ?120b", "gpt_oss_20b": r"gpt ?oss ?20b",
+    "llama4_scout": r"llama ?4 ?scout", "llama4_maverick": r"llama ?4 ?maverick",
     "mixtral_8x7b": r"mixtral ?8x7b", "mixtral_8x22b": r"mixtral ?8x22b", "gpt3_175b": r"gpt ?3 ?175b",
     "grok1_314b": r"grok ?1", "nemotron4_15b": r"nemotron ?(4 ?)?15b", "nemotron4_340b": r"nemotron ?(4 ?)?340b",
     # Hybrid Mamba-2 models (_hybrid): their layer pattern comes from the catalog only.
