@@ -16,6 +16,7 @@ from . import _hybrid as Hy
 from . import _latent as La
 from . import _mamba as Mb
 from . import _quantization as Q
+from . import _sac as Sac
 from . import _window as W
 from ._types import GPUSpec, ModelSpec, Training
 
@@ -198,12 +199,15 @@ def full_recompute_share(t: Training):
     return jnp.clip(t.recompute - 1.0, 0.0, 1.0)
 
 
-def recompute_time(t: Training, gemm, core, elem):
+def recompute_time(m: ModelSpec, t: Training, gemm, core, elem):
     """Forward work repeated in the backward pass of one layer (s or FLOPs): the whole forward
-    for fully recomputed layers (Narayanan 2021 Eq. 3), the attention core for selective ones
-    (Korthikanti 2022 Sec. 4.2)."""
+    for fully recomputed layers (Narayanan 2021 Eq. 3), for selective ones the attention core
+    (Korthikanti 2022 Sec. 4.2) or, under torchtitan's per-op policy, every second matmul and
+    the pointwise ops (_sac)."""
     full = full_recompute_share(t)
-    return full * (gemm + core + elem) + (1.0 - full) * jnp.where(t.recompute >= 1, core, 0.0)
+    per_op = Sac.recomputed_matmul_share(m, mlp_width_per_token(m)) * gemm + elem
+    selective = jnp.where(t.selective_op > 0, per_op, core)
+    return full * (gemm + core + elem) + (1.0 - full) * jnp.where(t.recompute >= 1, selective, 0.0)
 
 
 def hardware_flops_per_step(m: ModelSpec, t: Training):
@@ -214,7 +218,7 @@ def hardware_flops_per_step(m: ModelSpec, t: Training):
     repeats only the attention core (Korthikanti 2022 Sec. 4.2).
     """
     gemm, core = layer_forward_flops(m, t.seq_len)
-    extra = recompute_time(t, gemm, core, 0.0)
+    extra = recompute_time(m, t, gemm, core, 0.0)
     return model_flops_per_step(m, t) + t.global_batch * m.n_layers * extra
 
 
@@ -412,7 +416,8 @@ def microbatch_compute_time(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, layer
     multi-token-prediction modules on the last stage, 0 elsewhere).
     """
     gemm, core, elem = layer_times(m, g, t, tp, cp, ep, etp)
-    per_layer = 3.0 * (gemm + elem) + (1.0 + core_backward_factor(t)) * core + recompute_time(t, gemm, core, elem)
+    per_layer = (3.0 * (gemm + elem) + (1.0 + core_backward_factor(t)) * core
+                 + recompute_time(m, t, gemm, core, elem))
     tokens = t.micro_batch * t.seq_len / cp
     # A Mamba-2 mixer's backward is its kernels' own count, not twice the forward (_mamba).
     mixer_forward, mixer_backward = mamba_mixer_times(m, g, tokens, tp)

@@ -158,6 +158,9 @@ class TrainingConf:
     global_batch: int = MISSING  # sequences per step
     micro_batch: int = 1
     recompute: str = "none"  # none | selective | full
+    # What selective recompute repeats: core_attention (Megatron, Korthikanti et al. 2022) | op
+    # (torchtitan's per-op policy: every second matmul and the pointwise ops, _sac)
+    selective_ac: str = "core_attention"
     zero_stage: int = 1
     hybrid_shard: bool = False  # ZeRO-3 only: shard inside a node, replicate across nodes (FSDP HYBRID_SHARD)
     zero3_collectives_per_layer: float = 1.0  # FSDP: 1 (one flat parameter per layer); DeepSpeed ZeRO-3: one per weight matrix
@@ -345,6 +348,7 @@ def register_configs() -> None:
 
 
 RECOMPUTE = {"none": 0.0, "selective": 1.0, "full": 2.0}
+SELECTIVE_AC = {"core_attention": 0.0, "op": 1.0}  # -> Training.selective_op
 # GEMM precision -> Training.low_precision: 0 bf16/fp16, 1 fp8 (per-tensor scaling, or MXFP8
 # block scaling, which Blackwell tensor cores run at the fp8 rate), 2 NVFP4.
 PRECISION = {"bf16": 0.0, "fp16": 0.0, "fp8": 1.0, "mxfp8": 1.0, "nvfp4": 2.0}
@@ -446,6 +450,8 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
               f"0, or below model.n_layers={m.n_layers} in an MoE model (model.n_experts > 1)")
     if tr.recompute not in RECOMPUTE:
         _fail("training.recompute", tr.recompute, " | ".join(RECOMPUTE))
+    if tr.selective_ac not in SELECTIVE_AC:
+        _fail("training.selective_ac", tr.selective_ac, " | ".join(SELECTIVE_AC))
     if tr.precision not in PRECISION:
         _fail("training.precision", tr.precision, " | ".join(PRECISION))
     peak = PEAK_OF_PRECISION.get(PRECISION[tr.precision])
@@ -561,7 +567,7 @@ def to_config(cfg: DictConfig, layout: bool = True) -> Config:
     model.update(layer_counts(model))
     tr = dict(c["training"])
     training = dict(tr, seq_len=model["seq_len"], recompute=RECOMPUTE[tr["recompute"]],
-                    low_precision=PRECISION[tr["precision"]])
+                    selective_op=SELECTIVE_AC[tr["selective_ac"]], low_precision=PRECISION[tr["precision"]])
     interval = c["job"]["ckpt_interval_s"]
     job = dict(c["job"], ckpt_auto=1.0 if interval is None else 0.0,
                ckpt_interval_s=1.0 if interval is None else interval)

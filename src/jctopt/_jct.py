@@ -191,7 +191,11 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     # and per MLP in a hybrid's single-purpose layers (_hybrid.sublayers).
     tp_ar = K.all_reduce(act_bytes, lay.tp, 1.0, g, f, c)
     per_layer = Hy.sublayers(m)
-    n_tp_forward = layers_per_stage * per_layer * (1.0 + recompute_full)
+    # torchtitan's per-op recompute gathers a selective layer's SP inputs again (its all-gathers,
+    # half of each all-reduce's bytes, are not saved; its reduce-scatters are: _sac).
+    per_op = (t.recompute >= 1) & (t.selective_op > 0) & (t.seq_parallel > 0)
+    sac_regather = (1.0 - recompute_full) * jnp.where(per_op, 0.5, 0.0)
+    n_tp_forward = layers_per_stage * per_layer * (1.0 + recompute_full + sac_regather)
     tp_raw = (n_tp_forward + per_layer * layers_per_stage) * tp_ar
     # With mp_comm_overlap the collectives are split into chunks pipelined with the GEMMs
     # that produce and consume them (Transformer Engine userbuffers, Megatron --tp-comm-overlap;

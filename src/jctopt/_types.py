@@ -126,6 +126,7 @@ class Training(NamedTuple):
     global_batch: Array  # sequences per optimizer step
     micro_batch: Array  # sequences per micro-batch per data-parallel rank
     recompute: Array  # 0 none, 1 selective (attention core), 2 full; 1 + share of layers in between (block)
+    selective_op: Array  # 1 = selective recompute is torchtitan's per-op policy (_sac), 0 = the attention core
     zero_stage: Array  # 0..3
     hybrid_shard: Array  # 1 = ZeRO-3 state sharded inside a node only, nodes are replicas (FSDP HYBRID_SHARD)
     zero3_collectives_per_layer: Array  # ZeRO-3 all-gathers (reduce-scatters) per layer and pass

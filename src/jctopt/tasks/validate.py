@@ -622,6 +622,7 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
         raise RowError(f"recompute={cell!r} is not one of none, selective, full (its first word; no, off = none; "
                        "a list of Megatron recompute modules = selective)")
     tr.recompute = RECOMPUTE[recompute]
+    tr.selective_ac = "op" if recompute == "selective" and _per_op_sac(row, torchtitan) else "core_attention"
     tr.seq_parallel = bool(_int(row, "sp", used, rule=int(year >= 2022 and lay.tp > 1)))
     tr.precision = precision
     tr.flash_attention = year >= 2023  # FlashAttention (2022) is standard in the 2023+ stacks
@@ -664,6 +665,19 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
 # (its scripts/7b.sh and 34b.sh @2fdced76: --use_torch_compile=False).
 EAGER_NOTES = re.compile(r"compile\s*(=\s*(no|false)\b|off\b)", re.IGNORECASE)
 EAGER_SOURCES = re.compile(r"Maximizing training throughput using PyTorch FSDP")
+
+
+# torchtitan's layer-level policy ("selective layer", selective_ac_option = an integer N)
+# recomputes every N-th block whole and no other; its per-op policy is the default
+# (selective_ac_option = "op" in its Llama configs).
+LAYER_SAC_NOTES = re.compile(r"selective[ _-]?layer|selective_ac_option\s*=?\s*['\"]?\d", re.IGNORECASE)
+
+
+def _per_op_sac(row: dict, torchtitan: bool) -> bool:
+    """Whether a selective-recompute row ran torchtitan's per-op policy (_sac): a torchtitan row
+    whose notes do not name its layer-level policy, which is read as Megatron's selective
+    recompute (its every-N-th-layer recompute is not modelled apart)."""
+    return torchtitan and not LAYER_SAC_NOTES.search(f"{row.get('notes', '')} {row.get('recompute', '')}")
 
 
 def _eager_elementwise(row: dict) -> bool:
@@ -1098,6 +1112,9 @@ def report(df: pd.DataFrame, runs: Path) -> str:
               "- Elementwise kernels (`fused_elementwise`): eager PyTorch (unfused RMSNorm, SwiGLU, RoPE; _eager) "
               "for torchtitan rows whose notes say compile was off and for the PyTorch FSDP blog's fms-fsdp runs "
               "(--use_torch_compile=False in its scripts); fused otherwise",
+              "- What selective recompute repeats (`selective_ac`): torchtitan's per-operator policy (`op`: every "
+              "second matmul, the pointwise ops and the SP all-gathers; _sac) for torchtitan rows unless their "
+              "notes name its layer-level policy; Megatron's attention core (`core_attention`) otherwise",
               "- Host launch time per MoE layer (`moe_host_s`): the training preset's, 0 where the notes name a "
               "full-iteration CUDA graph (`full_iteration`), CUDA graphs over token-dropping layers (static "
               "shapes), or Transformer Engine graphs over `moe_router` and `moe_preprocess` with the HybridEP "

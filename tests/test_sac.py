@@ -1,0 +1,87 @@
+"""torchtitan's per-op selective checkpointing (_sac): what it recomputes, by hand, and which rows
+validate reads as running it."""
+
+import pytest
+
+from jctopt import _comm as K
+from jctopt import _compute as C
+from jctopt import _sac as Sac
+from jctopt._config import ConfigError, to_config
+from jctopt._jct import estimate
+from jctopt.tasks import validate
+
+
+def _llama3_8b(config, *extra):
+    return config("model=llama3_8b", "gpu=h100_sxm", "layout=single_node", "training.global_batch=8",
+                  "training.micro_batch=1", "training.recompute=selective", *extra)
+
+
+def test_every_second_matmul_of_llama3_8b_by_hand(config):
+    """Llama 3 8B (h 4096, 8 KV heads of 128, SwiGLU width 14,336): wq 4096 x 4096, wk and wv
+    4096 x 1024, wo 4096 x 4096, w1, w3, w2 4096 x 14,336; recomputed wk + wo + w3 =
+    1024 + 4096 + 14,336 = 19,456 of 4096 + 2 x 1024 + 4096 + 3 x 14,336 = 53,248 (x 4096)."""
+    m = _llama3_8b(config).model
+    share = Sac.recomputed_matmul_share(m, C.mlp_width_per_token(m))
+    assert float(share) == pytest.approx(19_456 / 53_248, rel=1e-12)
+
+
+def test_gelu_mlp_recomputes_its_second_matmul(config):
+    """GPT-3 175B (h 12,288, 4h MLP, no GQA): wk (h x h) + wo (h x h) + w2 (4h x h) recomputed,
+    6 of the 12 h^2 of a layer: one half."""
+    m = config("model=gpt3_175b").model
+    assert float(Sac.recomputed_matmul_share(m, C.mlp_width_per_token(m))) == pytest.approx(0.5, rel=1e-12)
+
+
+def test_per_op_recompute_repeats_matmuls_and_pointwise_ops_not_the_core(config):
+    """Selective recompute repeats the attention core under Megatron's reading and share x GEMMs +
+    the pointwise ops under torchtitan's; full recompute repeats all of it either way."""
+    core_t = _llama3_8b(config).train
+    per_op = _llama3_8b(config, "training.selective_ac=op")
+    m, op_t = per_op.model, per_op.train
+    share = 19_456 / 53_248
+    gemm, core, elem = 3.0, 5.0, 7.0
+    assert float(C.recompute_time(m, core_t, gemm, core, elem)) == pytest.approx(core)
+    assert float(C.recompute_time(m, op_t, gemm, core, elem)) == pytest.approx(share * gemm + elem, rel=1e-12)
+    full = _llama3_8b(config, "training.selective_ac=op", "training.recompute=full").train
+    assert float(C.recompute_time(m, full, gemm, core, elem)) == pytest.approx(gemm + core + elem)
+
+
+def test_per_op_recompute_gathers_the_sequence_parallel_inputs_again(config):
+    """At tp 8 with sequence parallelism the per-op policy keeps the reduce-scatters and redoes
+    the two all-gathers of every layer's forward: half an all-reduce of the layer's activations
+    each, one all-reduce per layer in all, 32 per micro-batch (Llama 3 8B, one stage)."""
+    args = ("layout.tp=8", "training.seq_parallel=true", "training.tp_async_backward=true",
+            "training.mp_comm_overlap=false")
+    core, op = _llama3_8b(config, *args), _llama3_8b(config, *args, "training.selective_ac=op")
+    act_bytes = 2.0 * 8192 * 4096
+    tp_ar = K.all_reduce(act_bytes, 8.0, 1.0, core.gpu, core.fabric, core.cluster)
+    n_micro = 8  # global batch 8, one data-parallel replica, micro-batch 1
+    extra = float(estimate(op).tp_comm_s) - float(estimate(core).tp_comm_s)
+    assert extra == pytest.approx(n_micro * 32 * float(tp_ar), rel=1e-9)
+
+
+def test_unknown_selective_policy_is_refused_by_key(compose):
+    with pytest.raises(ConfigError, match=r"training.selective_ac"):
+        to_config(compose("training.selective_ac=layer"))
+
+
+ROW = {"id": "r", "model": "Llama 3 8B", "layers": 32, "hidden": 4096, "ffn_hidden": 14336, "heads": 32,
+       "kv_heads": 8, "seq_len": 8192, "vocab": 128256, "gpu": "h100_sxm", "precision": "bf16", "num_gpus": 8,
+       "tp": 1, "pp": 1, "cp": 1, "global_batch": 16, "recompute": "selective"}
+
+
+@pytest.mark.parametrize("source, notes, policy", [
+    ("pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md", "selective AC", "op"),
+    ("pytorch/torchtitan benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md", "per-op SAC", "op"),
+    ("pytorch/torchtitan docs/performance.md", 'AC "selective layer"', "core_attention"),
+    ("pytorch/torchtitan docs/performance.md", "selective_ac_option = 2", "core_attention"),
+    ("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md", "selective", "core_attention"),
+])
+def test_torchtitan_rows_run_its_per_op_policy(compose, source, notes, policy):
+    cfg, _ = validate.row_config(compose("task=validate"), dict(ROW, source=source, notes=notes))
+    assert cfg.training.selective_ac == policy
+
+
+def test_rows_without_selective_recompute_keep_the_default(compose):
+    row = dict(ROW, source="pytorch/torchtitan benchmarks/x.md", notes="full AC", recompute="full")
+    assert validate.row_config(compose("task=validate"), row)[0].training.selective_ac == "core_attention"
