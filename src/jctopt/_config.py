@@ -82,7 +82,8 @@ class GPUConf:
     hbm_tbps: float = MISSING
     nvlink_gbps: float = MISSING
     nvlink_domain: int = 8
-    # GPUs per compute tray where the NVLink domain spans trays (NVL72: 4); None: a node holds it
+    # GPUs per compute tray where the NVLink domain spans trays (NVL72: 4), or per node where the
+    # GPU only comes in nodes of its domain (GH200: 4); None: a node of any divisor of the domain
     tray_gpus: Optional[int] = None
     nvls: bool = False
     tdp_w: float = MISSING
@@ -504,10 +505,13 @@ def layer_counts(m: dict) -> dict[str, int]:
 def node_sizes(gpu: DictConfig, gpus_per_node: int) -> str | None:
     """What cluster.gpus_per_node may be with this GPU, or None when ``gpus_per_node`` is allowed:
     a divisor of its NVLink domain; for a rack of compute trays (NVL72) the tray, whose hosts,
-    NICs and failures a node stands for (cluster=nvl72), or the whole domain as one node."""
+    NICs and failures a node stands for (cluster=nvl72), or the whole domain as one node; for a
+    GPU sold in nodes of its domain (GH200's four) that node."""
     if gpu.nvlink_domain % gpus_per_node:
         return f"a divisor of gpu.nvlink_domain={gpu.nvlink_domain} (gpu={gpu.name})"
     if gpu.tray_gpus and gpus_per_node not in (gpu.tray_gpus, gpu.nvlink_domain):
+        if gpu.tray_gpus == gpu.nvlink_domain:
+            return f"{gpu.tray_gpus} (gpu={gpu.name} comes in nodes of {gpu.tray_gpus})"
         return (f"{gpu.tray_gpus} (gpu={gpu.name} is a rack of {gpu.tray_gpus}-GPU compute trays: cluster=nvl72) or "
                 f"{gpu.nvlink_domain} (the whole NVLink domain as one node)")
     return None
