@@ -45,3 +45,14 @@ def test_validate_places_a_gh200_row_on_its_reference_system(compose):
     assert cfg.gpu.name == "gh200" and cfg.fabric.name == "ib_ndr200"
     assert (cfg.cluster.gpus_per_node, cfg.cluster.nics_per_node) == (4, 4)
     assert {"gpus_per_node", "inter_node"} <= set(used)
+
+
+@pytest.mark.parametrize("cell, hbm", [("GH200", (96.0, 4.0)), ("GH200 96GB", (96.0, 4.0)),
+                                       ("NVIDIA GH200 144GB HBM3e", (141.0, 4.8)), ("GH200 141GB", (141.0, 4.8))])
+def test_a_gh200_row_states_its_memory(compose, cell, hbm):
+    """The 96 GB HBM3 part is the catalog's; a cell naming the 141/144 GB HBM3e one runs on its
+    memory (ml-engineering's memory table: 141 GB at 4.80 TB/s)."""
+    row = {"id": "r", "source": "a 2025 report", "model": "Llama 3 8B", "gpu": cell, "precision": "bf16",
+           "num_gpus": 64, "tp": 1, "pp": 1, "cp": 1, "global_batch": 64}
+    cfg, _ = validate.row_config(compose("task=validate"), row)
+    assert cfg.gpu.name == "gh200" and (cfg.gpu.hbm_gb, cfg.gpu.hbm_tbps) == hbm

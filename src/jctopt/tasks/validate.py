@@ -463,10 +463,17 @@ def _global_batch(row: dict, lay: DictConfig, seq_len: int, used: list[str]) -> 
     return dp * micro * lay.pp
 
 
+# The GH200's other memory: 141 GB HBM3e at 4.8 TB/s (ml-engineering's memory table, "GH200 SXM
+# (2)"; NVIDIA sells it as 144 GB); the catalog's gh200 is the 96 GB HBM3 part.
+GH200_HBM3E = re.compile(r"\b14[14] ?gi?b\b|hbm3e", re.IGNORECASE)
+
+
 def _stated_hardware(cfg: DictConfig, row: dict) -> None:
-    """Hardware the notes state apart from the catalog GPU: a board power limit below TDP
-    ("500 W power limit": _power) and the HBM ("96GB HBM2e (2.4 TB/s)"), as Meta's Grand Teton
-    H100s that torchtitan benchmarks on."""
+    """Hardware the row states apart from the catalog GPU: a GH200 with HBM3e in its gpu cell,
+    and in its notes a board power limit below TDP ("500 W power limit": _power) and the HBM
+    ("96GB HBM2e (2.4 TB/s)"), as Meta's Grand Teton H100s that torchtitan benchmarks on."""
+    if cfg.gpu.name == "gh200" and GH200_HBM3E.search(str(row.get("gpu", ""))):
+        cfg.gpu.hbm_gb, cfg.gpu.hbm_tbps = 141.0, 4.8
     notes = str(row.get("notes", ""))
     if m := re.search(r"\b(\d+) ?W power limit", notes):
         cfg.cluster.gpu_power_limit_w = float(m.group(1))
