@@ -215,7 +215,8 @@ def hardware_flops_per_step(m: ModelSpec, t: Training):
 
     Full recompute repeats every layer's forward (logits are not recomputed):
     96 B s L h^2 (1 + s/(6h) + V/(16 L h)), Narayanan 2021 Eq. 3. Selective recompute
-    repeats only the attention core (Korthikanti 2022 Sec. 4.2).
+    repeats only the attention core (Korthikanti 2022 Sec. 4.2), or, under torchtitan's
+    per-op policy, every second matmul (_sac).
     """
     gemm, core = layer_forward_flops(m, t.seq_len)
     extra = recompute_time(m, t, gemm, core, 0.0)

@@ -167,8 +167,9 @@ def row_gpu(value) -> tuple[str, bool]:
 
 
 REFERENCE_FABRIC = {"a100_80gb": "ib_hdr200", "a100_40gb": "ib_hdr200", "h100_sxm": "ib_ndr400", "h200": "ib_ndr400",
-                    "h800": "ib_ndr400", "gh200": "ib_ndr200", "b200": "ib_ndr400", "gb200": "ib_ndr400", "b300": "ib_xdr800",
-                    "gb300": "ib_xdr800", "mi300x": "roce400", "mi325x": "roce400", "mi355x": "roce400"}
+                    "h800": "ib_ndr400", "gh200": "ib_ndr200", "b200": "ib_ndr400", "gb200": "ib_ndr400",
+                    "b300": "ib_xdr800", "gb300": "ib_xdr800", "mi300x": "roce400", "mi325x": "roce400",
+                    "mi355x": "roce400"}
 # inter_node key -> (catalog fabric, Gbit/s per NIC or None for the catalog's, NICs per node or None = per GPU)
 FABRICS = {
     "ib_hdr200x8": ("ib_hdr200", None, 8), "ib_ndr400x8": ("ib_ndr400", None, 8),
