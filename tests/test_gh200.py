@@ -10,6 +10,9 @@ from jctopt.tasks import validate
 # Llama 3 8B on 16 nodes, data parallelism with the distributed optimizer.
 RUN = ("model=llama3_8b", "layout.n_gpus=64", "layout.tp=1", "layout.pp=1", "training.micro_batch=1",
        "training.global_batch=64", "training.recompute=selective", "training.zero_stage=1")
+# The same run as a validate row whose gpu cell each test fills in.
+ROW = {"id": "r", "source": "a 2025 report", "model": "Llama 3 8B", "precision": "bf16", "num_gpus": 64, "tp": 1,
+       "pp": 1, "cp": 1, "global_batch": 64}
 
 
 def test_nodes_of_four_gpus_with_their_nics(compose):
@@ -39,9 +42,7 @@ def test_estimate_is_finite_and_feasible(config):
 
 
 def test_validate_places_a_gh200_row_on_its_reference_system(compose):
-    row = {"id": "r", "source": "a 2025 report", "model": "Llama 3 8B", "gpu": "NVIDIA GH200 96GB", "precision": "bf16",
-           "num_gpus": 64, "tp": 1, "pp": 1, "cp": 1, "global_batch": 64}
-    cfg, used = validate.row_config(compose("task=validate"), row)
+    cfg, used = validate.row_config(compose("task=validate"), dict(ROW, gpu="NVIDIA GH200 96GB"))
     assert cfg.gpu.name == "gh200" and cfg.fabric.name == "ib_ndr200"
     assert (cfg.cluster.gpus_per_node, cfg.cluster.nics_per_node) == (4, 4)
     assert {"gpus_per_node", "inter_node"} <= set(used)
@@ -52,7 +53,5 @@ def test_validate_places_a_gh200_row_on_its_reference_system(compose):
 def test_a_gh200_row_states_its_memory(compose, cell, hbm):
     """The 96 GB HBM3 part is the catalog's; a cell naming the 141/144 GB HBM3e one runs on its
     memory (ml-engineering's memory table: 141 GB at 4.80 TB/s)."""
-    row = {"id": "r", "source": "a 2025 report", "model": "Llama 3 8B", "gpu": cell, "precision": "bf16",
-           "num_gpus": 64, "tp": 1, "pp": 1, "cp": 1, "global_batch": 64}
-    cfg, _ = validate.row_config(compose("task=validate"), row)
+    cfg, _ = validate.row_config(compose("task=validate"), dict(ROW, gpu=cell))
     assert cfg.gpu.name == "gh200" and (cfg.gpu.hbm_gb, cfg.gpu.hbm_tbps) == hbm
