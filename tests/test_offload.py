@@ -1,6 +1,7 @@
 """Activation offloading (_offload): what leaves HBM for host memory and what the copies cost,
 against hand counts."""
 
+import jax.numpy as jnp
 import pandas as pd
 import pytest
 
@@ -98,6 +99,26 @@ def test_a_silent_row_offloads_where_that_beats_recompute(compose):
     recomputed = validate._least_recompute_that_fits(rc)
     assert float(recomputed.train.recompute) > 0
     assert float(jctopt.estimate(config).step_s) < float(jctopt.estimate(recomputed).step_s)
+
+
+def test_a_silent_row_offloads_where_host_memory_cannot_take_every_layer(compose):
+    """Megatron-Bridge's 26.04 Llama 3 70B on 64 GB300s (FP8, Megatron-FSDP, tp = pp = 1,
+    micro-batch 2), recompute blank: its recipe offloads 20 of 80 layers
+    (perf_recipes/llama/gb300/llama3.py @067f987d, cpu_offloading_num_layers = 20). All 80 would
+    not fit the Grace's share of host memory; the fewest that fit in HBM do, and are chosen."""
+    row = {"id": "mb_2604_llama3_70b_gb300_fp8_n64", "gpu": "gb300", "model": "LLAMA3_70B", "precision": "fp8",
+           "source": "Megatron-Bridge docs/performance-summary-archive.md, '26.04 NeMo Container'",
+           "num_gpus": 64, "tp": 1, "pp": 1, "cp": 1, "vpp": 1, "micro_batch": 2, "global_batch": 256,
+           "seq_len": 8192, "zero_stage": 3, "measured_iter_time_s": 6.25}
+    base = compose("task=validate")
+    config, _, used = validate._place(base, row)
+    every = config._replace(train=config.train._replace(offload_layers=jnp.asarray(80.0)))
+    assert Reason(int(jctopt.estimate(every).reason)) == Reason.MEMORY  # host memory: the case the test is about
+    assert "offload_layers" in used and float(config.train.recompute) == 0.0
+    k = float(config.train.offload_layers)
+    assert 10 <= k <= 30  # the recipe's 20, within the memory model's reach
+    fewer = config._replace(train=config.train._replace(offload_layers=config.train.offload_layers - 1))
+    assert Reason(int(jctopt.estimate(fewer).reason)) == Reason.MEMORY
 
 
 def test_diagnosis_offers_offloading_instead_of_recompute(config):

@@ -863,23 +863,31 @@ def _offload_in_reach(row: dict) -> bool:
 
 def _fewest_offloaded_layers_that_fit(config, stage_layers: int):
     """``config`` without recompute and with the fewest of the busiest stage's ``stage_layers``
-    offloaded that fits in HBM and host memory; None when even all of them do not."""
+    offloaded that fits in HBM and host memory; None when none does. Offloading more layers
+    frees HBM but fills host memory, so the bisection runs on HBM alone (monotone) and host
+    memory is checked once, at the fewest: where it overflows there, it overflows above too."""
     def offload(k):
         return config._replace(train=config.train._replace(recompute=jnp.asarray(RECOMPUTE_LEVEL["none"]),
                                                            offload_layers=jnp.asarray(float(k))))
 
-    return _fewest_layers_that_fit(offload, stage_layers)
+    def fits_hbm(c):
+        return float(_estimate_one(c).mem_total) <= 1e9 * float(c.gpu.hbm_gb)
+
+    fewest = _fewest_layers_that_fit(offload, stage_layers, fits_hbm)
+    return None if fewest is None or _reason(fewest) == Reason.MEMORY else fewest
 
 
-def _fewest_layers_that_fit(config_with, layers: int):
-    """``config_with(k)`` for the fewest k in 1..layers that fits in memory (bisection: more
-    layers saved never needs more memory); None when even ``layers`` does not fit."""
-    if _reason(config_with(layers)) == Reason.MEMORY:
+def _fewest_layers_that_fit(config_with, layers: int, fits=None):
+    """``config_with(k)`` for the fewest k in 1..layers that ``fits`` (default: fits in memory;
+    bisection: more layers saved never needs more of what ``fits`` checks); None when even
+    ``layers`` does not."""
+    fits = fits or (lambda c: _reason(c) != Reason.MEMORY)
+    if not fits(config_with(layers)):
         return None
     lo, hi = 0, layers  # config_with(lo) does not fit, config_with(hi) does
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if _reason(config_with(mid)) != Reason.MEMORY else (mid, hi)
+        lo, hi = (lo, mid) if fits(config_with(mid)) else (mid, hi)
     return config_with(hi)
 
 
