@@ -682,9 +682,19 @@ def test_blank_architecture_is_the_named_catalog_models(compose):
 
 
 @pytest.mark.parametrize("cell, precision", [("FP8 hybrid", "fp8"), ("FP8 delayed scaling", "fp8"),
-                                             ("MX FP8", "mxfp8"), ("BF16 mixed", "bf16")])
-def test_qualified_precision_cells_read_by_their_first_word(cell, precision):
+                                             ("MX FP8", "mxfp8"), ("BF16 mixed", "bf16"), ("mixed FP8", "fp8"),
+                                             ("fp8cs", "fp8"), ("fp8mx", "mxfp8"), ("fp8_ds", "fp8")])
+def test_qualified_precision_cells_read_by_the_precision_they_name(cell, precision):
+    """A qualifier before or after the precision, and Megatron-Bridge's recipe spellings
+    (``fp8_cs``, ``fp8_mx`` glued), name the precision."""
     assert validate.row_precision(cell) == precision
+
+
+@pytest.mark.parametrize("cell", ["BF16+FP8", "FP8/BF16", "TF32"])
+def test_precision_cells_naming_two_or_none_are_refused(cell):
+    """Two precisions in one cell do not say which the GEMMs ran; TF32 is not modelled."""
+    with pytest.raises(validate.RowError, match="is not modelled"):
+        validate.row_precision(cell)
 
 
 def test_blank_precision_and_module_list_recompute_and_generic_fabrics(compose):

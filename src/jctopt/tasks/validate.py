@@ -227,10 +227,13 @@ PRECISIONS = {"bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "fp16-or-bf16"
 
 def row_precision(value) -> str:
     """The model's precision for a CSV cell, or RowError naming the accepted spellings."""
-    key = re.sub(r"[_\s]+", "-", re.sub(r"\s*\([^)]*\)\s*$", "", str(value).strip()).lower())
-    if key not in PRECISIONS:  # a qualified first word ("FP8 hybrid", "BF16 mixed"); FP8 with MX is MXFP8
+    key = re.sub(r"[_\s+/]+", "-", re.sub(r"\s*\([^)]*\)\s*$", "", str(value).strip()).lower())
+    key = re.sub(r"^(fp8|float8)(cs|ds|mx)$", r"\1-\2", key)  # recipe names: "fp8cs", "fp8mx"
+    if key not in PRECISIONS:  # a qualified precision ("FP8 hybrid", "BF16 mixed", "mixed FP8"); FP8 with MX is MXFP8
         words = key.split("-")
-        key = "mxfp8" if "mx" in words and {"fp8", "float8"} & set(words) else words[0]
+        named = [w for w in words if w in PRECISIONS]
+        # two precisions named ("BF16+FP8") say not which the GEMMs ran: refused, not guessed
+        key = "mxfp8" if "mx" in words and {"fp8", "float8"} & set(words) else named[0] if len(named) == 1 else key
     if key not in PRECISIONS:
         raise RowError(f"precision={value!r} is not modelled ({', '.join(PRECISIONS)}; any case, "
                        "a trailing '(inferred)' ignored)")
