@@ -104,6 +104,21 @@ def test_nemotron3_nano_model_flops_match_the_published_rate(config):
     assert per_token == pytest.approx(901e12 / 39936, rel=0.05)
 
 
+def test_nemotron3_5_lightning_is_nano_with_two_mtp_passes(config):
+    """Nemotron 3.5 Lightning: Nano's backbone (Megatron-Bridge builds it on Nano's provider), two
+    MTP passes on top. Megatron-Bridge docs/performance-summary.md @067f987d, 26.08, on 8 GB200:
+    807 model TFLOP/s per GPU at 28,672 tokens/s, 28.1 GFLOP per token; Megatron widens the
+    mixer (as for Nano, above): within 5 %."""
+    lightning = _model(config, "nemotron3_5_lightning_30b_a3b", "model.seq_len=8192")
+    nano = _model(config, "nemotron3_nano_30b_a3b", "model.seq_len=8192")
+    backbone = lightning._replace(model=lightning.model._replace(mtp_layers=nano.model.mtp_layers))
+    assert float(C.total_params(backbone.model, 8192)) == float(C.total_params(nano.model, 8192))
+    assert int(lightning.model.mtp_layers) == 2
+    per_token = float(C.model_flops_per_step(lightning.model, lightning.train)) / float(lightning.train.global_batch * 8192)
+    assert per_token == pytest.approx(807e12 / 28672, rel=0.05)
+    assert per_token > float(C.model_flops_per_step(nano.model, nano.train)) / float(nano.train.global_batch * 8192)
+
+
 def test_hybrid_moe_routes_only_its_expert_layers(config):
     """Nemotron 3 Nano: 23 of 52 layers routed (top-6 of 128 experts of 1856, two shared), none
     dense; every other layer is a mixer."""

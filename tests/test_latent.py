@@ -78,3 +78,31 @@ def test_latent_width_shrinks_dispatch_and_permutation(config):
 def test_latent_width_is_checked_by_key(config, override, allowed):
     with pytest.raises(ConfigError, match=rf"model.moe_latent_size=\d+ is not allowed: 0, or {allowed}"):
         config(*override, "layout=single_node", "layout.tp=1", "training.global_batch=8")
+
+
+def _ultra(config, *extra):
+    return config("model=nemotron3_ultra_550b_a55b", "gpu=gb300", "layout.n_gpus=256", "layout.tp=1", "layout.pp=1",
+                  "layout.ep=64", "training.global_batch=256", "training.micro_batch=1", *extra)
+
+
+def test_ultra_published_sizes(config):
+    """Nemotron 3 Ultra, "550B total / A55B active" (Megatron-Bridge docs/models/nemotron/
+    nemotron3-ultra.md @067f987d), without its MTP block: by hand, 108 layers of hidden 8192:
+    48 routed layers of 512 experts (two 2048 x 5120 matrices each), the shared expert 2 x 8192
+    x 10240, the router 8192 x 512 and the latent projections 2 x 8192 x 2048."""
+    m = _ultra(config, "model.mtp_layers=0").model
+    assert float(C.routed_mlp_params(m, m.n_experts)) == (512 * 2 * 2048 * 5120 + 2 * 8192 * 10240 + 8192 * 512
+                                                          + 2 * 8192 * 2048)
+    s = 8192
+    assert float(C.total_params(m, s)) / 1e9 == pytest.approx(550, rel=0.01)
+    assert float(C.active_params(m, s)) / 1e9 == pytest.approx(55, rel=0.03)  # "A55B" a rounded name
+
+
+def test_ultra_model_flops_match_the_published_rate(config):
+    """Megatron-Bridge docs/performance-summary.md @067f987d, 26.08, Nemotron_3_Ultra on 256 GB300
+    (MXFP8, sequence 8192): 1281 model TFLOP/s per GPU at 3,552 tokens/s per GPU, 360.6 GFLOP
+    per token, two MTP passes included; the vocabulary the entry takes from this (131,072) is
+    what makes it agree: within 1 %."""
+    cfg = _ultra(config)
+    per_token = float(C.model_flops_per_step(cfg.model, cfg.train)) / (256 * 8192)
+    assert per_token == pytest.approx(1281e12 / 3552, rel=0.01)

@@ -297,6 +297,27 @@ def test_blank_sp_and_zero_follow_the_year_rules(compose):
     assert cfg.training.metric_loss_passes == 2  # Composer's train cross-entropy and perplexity
 
 
+def test_a_blank_split_cell_is_what_the_stated_dp_leaves(compose):
+    """A row that states dp: a blank cp (tables without a CP column) is num_gpus / (dp tp pp), a
+    blank pp or tp num_gpus / (dp x the others, cp 1 where blank too); a split the count does
+    not divide is refused by the blank cell's name. 128 GPUs, dp 2, tp 4, pp 8 -> cp 2."""
+    base = compose("task=validate")
+    row = {"id": "r", "source": "Some stack 2025", "model": "GPT", "layers": 32, "hidden": 4096, "ffn_hidden": 16384,
+           "heads": 32, "seq_len": 8192, "vocab": 51200, "gpu": "h100_sxm", "precision": "bf16", "gpus_per_node": 8,
+           "num_gpus": 128, "tp": 4, "pp": 8, "dp": 2, "cp": None, "micro_batch": 1, "global_batch": 64,
+           "recompute": "none"}
+    cfg, used = validate.row_config(base, row)
+    assert (cfg.layout.tp, cfg.layout.pp, cfg.layout.cp) == (4, 8, 2) and "cp" in used
+    cfg, used = validate.row_config(base, dict(row, pp=None, cp=2))
+    assert (cfg.layout.tp, cfg.layout.pp, cfg.layout.cp) == (4, 8, 2) and "pp" in used
+    cfg, used = validate.row_config(base, dict(row, tp=None))  # cp blank beside it: 1
+    assert (cfg.layout.tp, cfg.layout.pp, cfg.layout.cp) == (8, 8, 1) and {"tp", "cp"} <= set(used)
+    with pytest.raises(validate.RowError, match=r"pp is blank and num_gpus=128 is not a multiple of dp x the other two \(24\)"):
+        validate.row_config(base, dict(row, pp=None, cp=3))
+    with pytest.raises(validate.RowError, match="pp is blank and its default rule does not apply"):
+        validate.row_config(base, dict(row, pp=None, dp=None))  # nothing pins the depth
+
+
 def test_blank_micro_batch_is_the_replica_batch_under_fsdp(compose):
     """torchtitan and MaxText run a data-parallel replica's batch at once: with ZeRO-3 and no
     pipeline the blank micro-batch is global_batch / dp (one micro-batch per step); otherwise
@@ -649,7 +670,11 @@ def test_case_of_gpu_and_fabric_keys_and_mla_variants(compose):
                                        ("Nemotron_3_Nano", "nemotron3_nano_30b_a3b"),
                                        ("NVIDIA-Nemotron-3-Nano-30B-A3B", "nemotron3_nano_30b_a3b"),
                                        ("Nemotron 3 Nano 4B", None), ("Nemotron-3-Super", "nemotron3_super_120b_a12b"),
-                                       ("Nemotron_3_Super", "nemotron3_super_120b_a12b"), ("Nemotron_3_Ultra", None),
+                                       ("Nemotron_3_Super", "nemotron3_super_120b_a12b"),
+                                       ("Nemotron_3_Ultra", "nemotron3_ultra_550b_a55b"),
+                                       ("Nemotron_3_5_Lightning", "nemotron3_5_lightning_30b_a3b"),
+                                       ("NVIDIA-Nemotron-3.5-Lightning-30B-A3B", "nemotron3_5_lightning_30b_a3b"),
+                                       ("Nemotron 3.5 Nano", None),
                                        ("Nemotron V3 Super 120B (26.02)", "nemotron3_super_120b_a12b"),
                                        ("Nemotron V3 Nano 30B", "nemotron3_nano_30b_a3b"),
                                        ("Llama-2-style 34B (FSDP)", "llama2_34b"), ("Llama 2 34B", "llama2_34b")])
@@ -688,6 +713,20 @@ def test_qualified_precision_cells_read_by_the_precision_they_name(cell, precisi
     """A qualifier before or after the precision, and Megatron-Bridge's recipe spellings
     (``fp8_cs``, ``fp8_mx`` glued), name the precision."""
     assert validate.row_precision(cell) == precision
+
+
+def test_a_hybrids_mtp_depth_on_megatron_stacks(compose):
+    """Nemotron 3 Super named on a Megatron-Bridge row trains its two MTP passes (the recipes'
+    mtp_num_layers 2); on a NeMo AutoModel row (whose Super benchmark sets none) it trains none;
+    a stated mtp_layers cell wins either way."""
+    base = compose("task=validate")
+    row = {"id": "r", "source": "Megatron-Bridge docs/performance-summary.md, '26.08 NeMo Container'",
+           "model": "Nemotron_3_Super", "gpu": "gb300", "precision": "MXFP8", "num_gpus": 64, "tp": 1, "pp": 1,
+           "cp": 1, "ep": 64, "micro_batch": 1, "global_batch": 512, "seq_len": 8192, "recompute": "none"}
+    mb, _ = validate.row_config(base, row)
+    am, _ = validate.row_config(base, dict(row, source="NVIDIA-NeMo/Automodel docs/performance-summary.mdx"))
+    stated, _ = validate.row_config(base, dict(row, mtp_layers=1))
+    assert (mb.model.mtp_layers, am.model.mtp_layers, stated.model.mtp_layers) == (2, 0, 1)
 
 
 @pytest.mark.parametrize("cell", ["BF16+FP8", "FP8/BF16", "TF32"])
@@ -748,8 +787,8 @@ def test_nvfp4_rows_keep_the_bf16_layers_their_recipe_names(compose):
 
 
 @pytest.mark.parametrize("model, attention, hybrid", [
-    ("Nemotron_3_5_Lightning", None, True), ("Nemotron-3-Ultra", None, True), ("Some model", "mamba hybrid", True),
-    ("Jamba 1.5", None, True), ("Nemotron V3 Ultra 550B (26.04)", None, True),
+    ("Nemotron-3-Nano-4B", None, True), ("Nemotron-H-4B-Base", None, True), ("Some model", "mamba hybrid", True),
+    ("Jamba 1.5", None, True), ("Nemotron V3 Omni 30B (26.04)", None, True),
     ("NVIDIA-Nemotron-Nano-9B-v2", None, True), ("Nemotron-4 340B", "gqa", False), ("Nemotron-15B", None, False),
     ("Llama-3.3-Nemotron-Super-49B", None, False), ("Llama-3.1-Nemotron-Nano-8B-v1", None, False),
     ("Llama 3 70B", "gqa", False)])

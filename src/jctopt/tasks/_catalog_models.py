@@ -32,6 +32,9 @@ NAMES = {
     # "Nemotron 3" also as NeMo AutoModel prints it, "Nemotron V3 Nano 30B".
     "nemotron3_nano_30b_a3b": r"nemotron ?v?3 ?nano(?! ?4b)( ?30b ?a3b)?",
     "nemotron3_super_120b_a12b": r"nemotron ?v?3 ?super( ?120b ?a12b)?",
+    "nemotron3_ultra_550b_a55b": r"nemotron ?v?3 ?ultra( ?550b ?a55b)?",
+    # Megatron-Bridge prints "Nemotron_3_5_Lightning".
+    "nemotron3_5_lightning_30b_a3b": r"nemotron ?v?3(\.| )5 ?lightning( ?30b ?a3b)?",
 }
 
 
@@ -51,12 +54,12 @@ def hybrid_mamba(name) -> bool:
 @functools.cache
 def hybrid_layers(key: str) -> MappingProxyType | None:
     """A hybrid catalog model's layer pattern and Mamba-2 shape (the ``model`` fields no runs
-    column states), read-only; None for a transformer."""
+    column states) and its multi-token-prediction depth, read-only; None for a transformer."""
     m = load_option("model", key)
     if m.layer_pattern is None:
         return None
     fields = ("layer_pattern", "mamba_heads", "mamba_head_dim", "mamba_state", "mamba_groups", "glu",
-              "tied_embeddings", "learned_positions")
+              "tied_embeddings", "learned_positions", "mtp_layers")
     return MappingProxyType({k: m[k] for k in fields} | {"n_layers": m.n_layers})
 
 

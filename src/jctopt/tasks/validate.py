@@ -66,7 +66,10 @@ DEFAULTS = {
                     "defaults to the pipeline degree, torchtitan 2024-12)"),
     "sp": ("on with tp > 1 from 2022", "Megatron-Core and NeMo turn sequence parallelism on with tensor parallelism "
            "(Korthikanti et al. 2022 introduced it); off before 2022 and at tp = 1"),
-    "cp": (1, "no context parallelism unless stated"),
+    "cp": (1, "no context parallelism unless stated; where the row states dp, tp and pp, num_gpus / (dp x tp x pp), "
+              "the only value they leave (tables without a CP column)"),
+    "pp": ("num_gpus / (dp x tp x cp) where the row states dp, tp and cp",
+           "the only pipeline depth the stated split leaves; with dp blank too, no default"),
     "ep": (1, "dense model"),
     "etp": ("tp; 1 where ep x tp does not divide a stage's GPUs", "Megatron-Core's --expert-tensor-parallel-size "
             "defaults to tp; a run whose expert-parallel group could not also split each expert tp ways kept its "
@@ -105,7 +108,8 @@ DEFAULTS = {
     "vocab": ("by model family", "Llama 3: 128,256 (Dubey et al. 2024); Llama 2: 32,000 (Touvron et al. 2023); "
               "Nemotron: 256,000 (Nemotron-4, NVIDIA 2024); GPT-NeoX: 50,432 (Black et al. 2022, 20B.yml); "
               "other GPT: 51,200 (Megatron's padded GPT-2 BPE, Narayanan et al. 2021)"),
-    "tp": ("8, pp = num_gpus / (dp x 8); with dp blank too, the fastest split that fits",
+    "tp": ("num_gpus / (dp x pp x cp) where the row states dp, pp and cp; 8, pp = num_gpus / (dp x 8) where pp "
+           "is blank too; with dp blank too, the fastest split that fits",
            "the model-parallel split of Narayanan et al. 2021 Table 1 (TP within the 8-GPU node); where a row "
            "states none of tp, pp, dp: the (tp, pp) the model finds fastest among those that fit in memory, tp "
            "within the NVLink domain (the run was measured, so it fit, and published runs are tuned)"),
@@ -120,8 +124,11 @@ DEFAULTS = {
                      "and MLA ranks a row leaves blank are those of the conf/model entry its model cell names "
                      "(Llama 3/3.1 8B, 70B, 405B, Llama 4 Scout/Maverick, DeepSeek-V3, Kimi K2, Qwen3-30B-A3B, "
                      "Qwen3-235B-A22B, gpt-oss-120b, Mixtral 8x7B/8x22B, GPT-3 175B, Grok-1, Nemotron-4 15B/340B, "
-                     "Nemotron-H 8B/47B/56B, Nemotron 3 Nano; each file cites its config); a hybrid Mamba-2 "
-                     "model's layer pattern and Mamba shape always come from its entry"),
+                     "Nemotron-H 8B/47B/56B, Nemotron 3 Nano/Super/Ultra, Nemotron 3.5 Lightning, gpt-oss-20b; "
+                     "each file cites its config); a hybrid Mamba-2 model's layer pattern and Mamba shape always "
+                     "come from its entry, and its multi-token-prediction depth where mtp_layers is blank on a "
+                     "Megatron-Core stack (Megatron-Bridge's Nemotron 3 recipes train two MTP passes; none "
+                     "elsewhere)"),
     "inter_node": ("the GPU's reference system", "A100: 8 x HDR200 IB; H100/H200/H800, B200 and GB200: NDR400 IB "
                    "(ConnectX-7; DGX B200 and DGX GB200 user guides: one 400 Gb/s port per GPU); B300/GB300: "
                    "XDR800 IB (ConnectX-8); GH200: NDR200 IB (JSC JUPITER: 4 x NDR200 per node of four); "
@@ -585,16 +592,18 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     dp = None if _blank(row.get("dp")) else _int(row, "dp", [])  # text or inf: that row's reason
     if _blank(row.get("tp")) and _blank(row.get("pp")) and dp is not None:
         used.append("tp")
-        lay.tp = 8
-        model_parallel, rest = divmod(lay.n_gpus, dp * 8)
+        lay.tp, lay.cp = 8, _int(row, "cp", used)
+        model_parallel, rest = divmod(lay.n_gpus, dp * 8 * lay.cp)
         if rest:
-            raise RowError(f"tp and pp blank and num_gpus={lay.n_gpus} is not a multiple of dp x 8")
+            raise RowError(f"tp and pp blank and num_gpus={lay.n_gpus} is not a multiple of dp x 8 x cp")
         lay.pp = model_parallel
+    elif dp is not None and (_blank(row.get("tp")) or _blank(row.get("pp")) or _blank(row.get("cp"))):
+        lay.tp, lay.pp, lay.cp = _split_from_dp(row, lay.n_gpus, dp, used)
     else:
-        lay.tp, lay.pp = _int(row, "tp", used), _int(row, "pp", used)
+        lay.tp, lay.pp, lay.cp = (_int(row, k, used) for k in ("tp", "pp", "cp"))
     torchtitan = _torchtitan_stack(row)
     interleaved = torchtitan and lay.pp > 1 and re.search(r"interleaved 1f1b", str(row.get("notes", "")), re.IGNORECASE)
-    lay.cp, lay.ep = (_int(row, k, used) for k in ("cp", "ep"))
+    lay.ep = _int(row, "ep", used)
     lay.schedule = _schedule(row) if lay.pp > 1 else "1f1b"
     lay.vpp = _int(row, "vpp", used, rule=2 if interleaved or lay.schedule == "zb_v" else 1)
     # Expert tensor parallelism: blank is tp, Megatron-Core's default for
@@ -752,6 +761,15 @@ def _hybrid_model(m: DictConfig, row: dict, hybrid) -> None:
                        f"{hybrid['n_layers']}-layer pattern comes from the catalog")
     for k, v in hybrid.items():
         m[k] = v
+    # Its MTP depth: the row's; where blank, the catalog's on Megatron-Core stacks, whose recipes
+    # train the heads (Megatron-Bridge recipes/nemotronh/h100/nemotron_3_{super,nano,ultra}.py
+    # @067f987d: mtp_num_layers 2 for Super, Ultra and Lightning), none elsewhere (NeMo
+    # AutoModel's Super benchmark sets no num_nextn_predict_layers; its Ultra benchmark's 2 must
+    # be stated in the column).
+    if not _blank(row.get("mtp_layers")):
+        m.mtp_layers = _int(row, "mtp_layers", [])
+    elif not _megatron_core_stack(row):
+        m.mtp_layers = 0
     # A hybrid MoE's dense MLP layers are the pattern's - layers, wherever they stand.
     m.n_dense_layers = pattern_counts(hybrid["layer_pattern"])["dense_mlp_layers"] if m.n_experts > 1 else 0
 
@@ -892,6 +910,23 @@ def _fewest_layers_that_fit(config_with, layers: int, fits=None):
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if fits(config_with(mid)) else (mid, hi)
     return config_with(hi)
+
+
+def _split_from_dp(row: dict, n_gpus: int, dp: int, used: list[str]) -> tuple[int, int, int]:
+    """(tp, pp, cp) of a row that states dp and one of tp, pp (the other blank), or both with cp
+    blank: the blank one is num_gpus / (dp x the other two), cp 1 where blank beside it, the only
+    value the stated ones leave (DEFAULTS["tp"], ["pp"], ["cp"])."""
+    stated = {k: _int(row, k, []) for k in ("tp", "pp", "cp") if not _blank(row.get(k))}
+    if "cp" not in stated and ("tp" in stated) != ("pp" in stated):
+        stated["cp"] = _int(row, "cp", used)
+    (blank,) = {"tp", "pp", "cp"} - set(stated)
+    others = math.prod(stated.values()) * dp
+    value, rest = divmod(n_gpus, others)
+    if rest or value < 1:
+        raise RowError(f"{blank} is blank and num_gpus={n_gpus} is not a multiple of dp x the other two ({others})")
+    used.append(blank)
+    split = {**stated, blank: value}
+    return split["tp"], split["pp"], split["cp"]
 
 
 def _split_blank(row: dict) -> bool:
