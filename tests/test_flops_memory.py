@@ -35,9 +35,10 @@ def test_gpt3_parameter_count(config):
 
 
 @pytest.mark.parametrize("model,billions", [("llama3_8b", 8.03), ("llama3_70b", 70.55), ("llama3_405b", 405.85),
-                                            ("mixtral_8x7b", 46.70)])
+                                            ("mixtral_8x7b", 46.70), ("llama2_7b", 6.74), ("llama2_70b", 68.98)])
 def test_published_parameter_counts(config, model, billions):
-    # Llama 3: released checkpoints 8.03 / 70.55 / 405.85 B; Mixtral 8x7B: 46.7 B (Jiang et al. 2024).
+    # Llama 3: released checkpoints 8.03 / 70.55 / 405.85 B; Mixtral 8x7B: 46.7 B (Jiang et al. 2024);
+    # Llama 2: released checkpoints 6.74 / 68.98 B (Hugging Face model cards, "7B" / "70B").
     cfg = config(f"model={model}", "layout=single_node", "training.global_batch=8")
     assert float(C.total_params(cfg.model, cfg.train.seq_len)) / 1e9 == pytest.approx(billions, rel=5e-3)
 

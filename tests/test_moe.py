@@ -34,6 +34,18 @@ def test_published_total_and_active_parameters(config, name):
     assert float(C.active_params(cfg.model, cfg.train.seq_len)) / 1e9 == pytest.approx(active, rel=0.02)
 
 
+@pytest.mark.parametrize("name, total, active", [("deepseek_v2", 236.0, 21.0), ("deepseek_v2_lite", 15.7, 2.4)])
+def test_deepseek_v2_published_counts_without_the_input_embedding(config, name, total, active):
+    """DeepSeek-V2 (arXiv:2405.04434, Sec. 3.1 and Appendix B): 236 B total, 21 B activated;
+    V2-Lite 15.7 B, 2.4 B activated. The activated figures leave out the input embedding (102,400
+    x hidden), as gpt-oss's do (below): V2-Lite's 2.66 B with it would not round to 2.4."""
+    cfg = _model(config, name)
+    m = cfg.model
+    embedding = float(m.vocab * m.hidden)
+    assert float(C.total_params(m, cfg.train.seq_len)) / 1e9 == pytest.approx(total, rel=0.005)
+    assert (float(C.active_params(m, cfg.train.seq_len)) - embedding) / 1e9 == pytest.approx(active, rel=0.025)
+
+
 @pytest.mark.parametrize("name, total, active", [("gpt_oss_120b", 116.83, 5.13), ("gpt_oss_20b", 20.91, 3.61)])
 def test_gpt_oss_counts_the_unembedding_as_active(config, name, total, active):
     """gpt-oss model card (arXiv:2508.10925), Table 1: 116.83 B total and 5.13 B active for

@@ -663,8 +663,15 @@ def test_case_of_gpu_and_fabric_keys_and_mla_variants(compose):
                                        ("Qwen3-32B", None),
                                        ("GPT-OSS-120B", "gpt_oss_120b"), ("GPT-OSS 20B", "gpt_oss_20b"), ("Kimi-K2", "kimi_k2"),
                                        ("Mixtral-8x22B", "mixtral_8x22b"), ("Llama4 Scout (17Bx16E)", "llama4_scout"),
-                                       ("Llama 2 70B", None), ("Llama 3 80B", None),
-                                       ("DeepSeek-V2 truncated to 4 layers", None), ("Nemotron-4 340B", "nemotron4_340b"),
+                                       ("Llama 2 70B", "llama2_70b"), ("Llama 3 80B", None), ("LLAMA2-13B", None),
+                                       ("llama31_405b", "llama3_405b"), ("llama31_8b", "llama3_8b"),
+                                       ("DeepSeek-V2 truncated to 4 layers", "deepseek_v2"),
+                                       ("DeepSeek-V2-Lite", "deepseek_v2_lite"), ("DeepSeek-V3 16B", "deepseek_v2_lite"),
+                                       ("DeepSeek V3 671B", "deepseek_v3"), ("mini_kimi_k2_llep", None),
+                                       ("Nemotron 3 30B", "nemotron3_nano_30b_a3b"),
+                                       ("Nemotron Nano v3 30B", "nemotron3_nano_30b_a3b"),
+                                       ("Nemotron 3 120B", "nemotron3_super_120b_a12b"),
+                                       ("Nemotron5-H_56B", "nemotron_h_56b"), ("Nemotron-4 340B", "nemotron4_340b"),
                                        ("Nemotron-15B", "nemotron4_15b"), ("Grok-1", "grok1_314b"),
                                        ("Nemotron-H-56B", "nemotron_h_56b"), ("NemotronH 8B", "nemotron_h_8b"),
                                        ("Nemotron_3_Nano", "nemotron3_nano_30b_a3b"),
@@ -680,6 +687,16 @@ def test_case_of_gpu_and_fabric_keys_and_mla_variants(compose):
                                        ("Llama-2-style 34B (FSDP)", "llama2_34b"), ("Llama 2 34B", "llama2_34b")])
 def test_model_cells_name_catalog_models(cell, key):
     assert validate.catalog_model(cell) == key
+
+
+@pytest.mark.parametrize("cell, params_b, key", [("Llama 3.1", 405, "llama3_405b"), ("Nemotron4", 340, "nemotron4_340b"),
+                                                 ("GPT3", 175, "gpt3_175b"), ("Qwen3", 235, "qwen3_235b_a22b"),
+                                                 ("Llama 3.1", 13, None), ("LLAMA3-70B", 8, "llama3_70b"),
+                                                 ("Llama 3.1", "n/a", None)])
+def test_a_family_cell_reads_the_size_from_params_b(cell, params_b, key):
+    """dgxc-benchmarking prints the model family and its size in two columns: a cell that names no
+    catalog model is read with params_b appended; one that names a model keeps it."""
+    assert validate.catalog_model(cell, params_b) == key
 
 
 def test_blank_architecture_is_the_named_catalog_models(compose):

@@ -18,9 +18,14 @@ from .._config import load_option
 # Catalog key -> the model-column spellings it answers to (case and separators ignored). Llama
 # 3.1 and 3.3 keep Llama 3's shapes (Dubey et al. 2024, Table 3); DeepSeek-V3.1/V3.2 keep V3's.
 NAMES = {
-    "llama3_405b": r"llama ?3(\.[13])? ?405b", "llama3_70b": r"llama ?3(\.[13])? ?70b",
-    "llama3_8b": r"llama ?3(\.1)? ?8b", "llama2_34b": r"llama ?2( style)? ?34b",
-    "deepseek_v3": r"deepseek ?v3(\.\d)?", "kimi_k2": r"kimi ?k2",
+    # "llama31_405b": MLPerf Training's benchmark ids.
+    "llama3_405b": r"llama ?3(\.?[13])? ?405b", "llama3_70b": r"llama ?3(\.?[13])? ?70b",
+    "llama3_8b": r"llama ?3(\.?1)? ?8b", "llama2_34b": r"llama ?2( style)? ?34b",
+    "llama2_70b": r"llama ?2 ?70b", "llama2_7b": r"llama ?2 ?7b",
+    # DeepSeek-V3 of any other size is another model (torchtitan's "DeepSeek-V3 16B" is V2-Lite's
+    # shape); a torchtitan test model ("mini_kimi_k2") is not Kimi K2.
+    "deepseek_v3": r"deepseek ?v3(\.\d)?(?! ?(?!671b)\d+b)", "kimi_k2": r"(?<!mini )kimi ?k2",
+    "deepseek_v2_lite": r"deepseek ?v2 ?lite|deepseek ?v3 ?16b", "deepseek_v2": r"deepseek ?v2(?! ?lite)(?! ?(?!236b)\d+b)",
     # Qwen3's MoE sizes also as "Qwen3 MoE 30B" (NeMo AutoModel) or without the active size.
     "qwen3_30b_a3b": r"qwen ?3 ?(moe ?)?30b( ?a3b)?", "qwen3_235b_a22b": r"qwen ?3 ?(moe ?)?235b( ?a22b)?",
     "gpt_oss_120b": r"gpt ?oss ?120b", "gpt_oss_20b": r"gpt ?oss ?20b",
@@ -28,10 +33,13 @@ NAMES = {
     "mixtral_8x7b": r"mixtral ?8x7b", "mixtral_8x22b": r"mixtral ?8x22b", "gpt3_175b": r"gpt ?3 ?175b",
     "grok1_314b": r"grok ?1", "nemotron4_15b": r"nemotron ?(4 ?)?15b", "nemotron4_340b": r"nemotron ?(4 ?)?340b",
     # Hybrid Mamba-2 models (_hybrid): their layer pattern comes from the catalog only.
-    "nemotron_h_8b": r"nemotron ?h ?8b", "nemotron_h_47b": r"nemotron ?h ?47b", "nemotron_h_56b": r"nemotron ?h ?56b",
-    # "Nemotron 3" also as NeMo AutoModel prints it, "Nemotron V3 Nano 30B".
-    "nemotron3_nano_30b_a3b": r"nemotron ?v?3 ?nano(?! ?4b)( ?30b ?a3b)?",
-    "nemotron3_super_120b_a12b": r"nemotron ?v?3 ?super( ?120b ?a12b)?",
+    # Megatron-Bridge's tables also print "Nemotron5-H_56B".
+    "nemotron_h_8b": r"nemotron ?5? ?h ?8b", "nemotron_h_47b": r"nemotron ?5? ?h ?47b",
+    "nemotron_h_56b": r"nemotron ?5? ?h ?56b",
+    # "Nemotron 3" also as NeMo AutoModel prints it ("Nemotron V3 Nano 30B", "Nemotron Nano v3 30B")
+    # and by size alone (dgxc-benchmarking: "Nemotron 3 30B", "Nemotron 3 120B").
+    "nemotron3_nano_30b_a3b": r"nemotron ?v?3 ?nano(?! ?4b)( ?30b ?a3b)?|nemotron ?(nano ?)?v?3 ?(nano ?)?30b( ?a3b)?",
+    "nemotron3_super_120b_a12b": r"nemotron ?v?3 ?super( ?120b ?a12b)?|nemotron ?(super ?)?v?3 ?(super ?)?120b( ?a12b)?",
     "nemotron3_ultra_550b_a55b": r"nemotron ?v?3 ?ultra( ?550b ?a55b)?",
     # Megatron-Bridge prints "Nemotron_3_5_Lightning".
     "nemotron3_5_lightning_30b_a3b": r"nemotron ?v?3(\.| )5 ?lightning( ?30b ?a3b)?",
@@ -89,11 +97,26 @@ def _spelling(name) -> str:
     return re.sub(r"(\d) b\b", r"\1b", text)
 
 
-def catalog_model(name) -> str | None:
-    """The catalog key whose model a ``model`` cell names, or None."""
-    text = _spelling(name)
-    return next((key for key, pattern in NAMES.items() if re.search(rf"(?<![a-z0-9]){pattern}(?![a-z0-9])", text)),
+def catalog_model(name, params_b=None) -> str | None:
+    """The catalog key whose model a ``model`` cell names, or None; a cell that names the family
+    alone ("Llama 3.1", "Nemotron4": dgxc-benchmarking prints the size in a column of its own) is
+    read with the row's ``params_b`` appended."""
+    key = _named(_spelling(name))
+    if key is None and _number(params_b):
+        key = _named(_spelling(f"{name} {float(params_b):g}b"))
+    return key
+
+
+def _named(text: str) -> str | None:
+    return next((key for key, pattern in NAMES.items() if re.search(rf"(?<![a-z0-9])(?:{pattern})(?![a-z0-9])", text)),
                 None)
+
+
+def _number(cell) -> bool:
+    try:
+        return float(cell) > 0
+    except (TypeError, ValueError):
+        return False
 
 
 @functools.cache  # read once per model: validate places a row once per candidate split

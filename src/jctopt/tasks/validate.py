@@ -121,8 +121,10 @@ DEFAULTS = {
                          "num_layers_at_start/end_in_bf16 (Nemotron 3 Super: the last 14); elsewhere the NVFP4 "
                          "pre-training recipe's ~16 % of the layers in BF16 (arXiv:2509.25149)"),
     "architecture": ("the catalog model the row names", "layers, widths, heads, vocabulary, sequence length, experts "
-                     "and MLA ranks a row leaves blank are those of the conf/model entry its model cell names "
-                     "(Llama 3/3.1 8B, 70B, 405B, Llama 4 Scout/Maverick, DeepSeek-V3, Kimi K2, Qwen3-30B-A3B, "
+                     "and MLA ranks a row leaves blank are those of the conf/model entry its model cell names, "
+                     "with params_b appended where the cell names a family alone ('Llama 3.1', 'Nemotron4') "
+                     "(Llama 2 7B/70B, Llama 3/3.1 8B, 70B, 405B, Llama 4 Scout/Maverick, DeepSeek-V2/V2-Lite, "
+                     "DeepSeek-V3, Kimi K2, Qwen3-30B-A3B, "
                      "Qwen3-235B-A22B, gpt-oss-120b, Mixtral 8x7B/8x22B, GPT-3 175B, Grok-1, Nemotron-4 15B/340B, "
                      "Nemotron-H 8B/47B/56B, Nemotron 3 Nano/Super/Ultra, Nemotron 3.5 Lightning, gpt-oss-20b; "
                      "each file cites its config); a hybrid Mamba-2 model's layer pattern and Mamba shape always "
@@ -506,7 +508,7 @@ def _hybrid_shard(row, year: int) -> bool | None:
 def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     """The Hydra config of one CSV row, and the defaults it needed."""
     used: list[str] = []
-    key = catalog_model(row.get("model", ""))
+    key = catalog_model(row.get("model", ""), row.get("params_b"))
     hybrid = None if key is None else hybrid_layers(key)
     for cell in ("model", "attention"):
         if hybrid is None and hybrid_mamba(row.get(cell, "")):
