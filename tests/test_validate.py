@@ -770,6 +770,11 @@ def test_blank_precision_and_module_list_recompute_and_generic_fabrics(compose):
         assert cfg.fabric.nic_gbit * cfg.cluster.nics_per_node == pytest.approx(node_gbit), key
     with pytest.raises(validate.RowError, match=r"inter_node='slingshot11' is not modelled"):
         validate.row_config(base, dict(row, inter_node="slingshot11"))
+    for off in ("False", "disabled", 0):
+        cfg, _ = validate.row_config(base, dict(row, recompute=off))
+        assert cfg.training.recompute == "none", off
+    with pytest.raises(validate.RowError, match=r"recompute='true' is not one of none, selective, full"):
+        validate.row_config(base, dict(row, recompute="true"))  # on, at which granularity?
 
 
 def test_blank_etp_keeps_experts_whole_where_tp_wide_experts_cannot_fit_the_ep_group(compose):

@@ -251,7 +251,10 @@ def row_precision(value) -> str:
 
 # The recompute column's first word (sources annotate it: "selective:mla_up_proj", "none (mode
 # none)", "selective_op") -> the model's mode; "no" / "off" as tables print a disabled option.
-RECOMPUTE = {"none": "none", "no": "none", "off": "none", "selective": "selective", "full": "full"}
+# A boolean "on" says not which granularity (Megatron's --recompute-activations is selective,
+# AutoModel's activation_checkpointing whole layers): refused; "off" in any spelling is none.
+RECOMPUTE = {"none": "none", "no": "none", "off": "none", "false": "none", "disabled": "none", "0": "none",
+             "selective": "selective", "full": "full"}
 # A cell that lists Megatron-Core's --recompute-modules without the granularity ("mla_up_proj,mlp,
 # moe", "core_attn") names selective recompute, which those modules refine; first words as read.
 RECOMPUTE_MODULES = {"core", "mla", "mlp", "moe", "layernorm", "shared"}
@@ -641,8 +644,9 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     recompute = re.split(r"[\s:(_/,;-]", str(cell).strip(), maxsplit=1)[0].lower()
     recompute = "selective" if recompute in RECOMPUTE_MODULES else recompute
     if recompute not in RECOMPUTE:
-        raise RowError(f"recompute={cell!r} is not one of none, selective, full (its first word; no, off = none; "
-                       "a list of Megatron recompute modules = selective)")
+        raise RowError(f"recompute={cell!r} is not one of none, selective, full (its first word; no, off, false, "
+                       "disabled, 0 = none; a list of Megatron recompute modules = selective; 'true' names no "
+                       "granularity)")
     tr.recompute = RECOMPUTE[recompute]
     tr.selective_ac = "op" if recompute == "selective" and _per_op_sac(row, torchtitan) else "core_attention"
     tr.seq_parallel = bool(_int(row, "sp", used, rule=int(year >= 2022 and lay.tp > 1)))
