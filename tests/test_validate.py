@@ -810,7 +810,8 @@ def test_nvfp4_rows_keep_the_bf16_layers_their_recipe_names(compose):
 
 @pytest.mark.parametrize("model, attention, hybrid", [
     ("Nemotron-3-Nano-4B", None, True), ("Nemotron-H-4B-Base", None, True), ("Some model", "mamba hybrid", True),
-    ("Jamba 1.5", None, True), ("Nemotron V3 Omni 30B (26.04)", None, True),
+    ("Jamba 1.5", None, True), ("Nemotron V3 Omni 30B (26.04)", None, True), ("Qwen3_Next_80B_a3B", None, True),
+    ("Kimi-Linear-48B-A3B", None, True), ("Some model", "gated deltanet + gqa", True), ("Qwen3-235B-A22B", None, False),
     ("NVIDIA-Nemotron-Nano-9B-v2", None, True), ("Nemotron-4 340B", "gqa", False), ("Nemotron-15B", None, False),
     ("Llama-3.3-Nemotron-Super-49B", None, False), ("Llama-3.1-Nemotron-Nano-8B-v1", None, False),
     ("Llama 3 70B", "gqa", False)])
@@ -823,7 +824,7 @@ def test_hybrid_mamba_models_outside_the_catalog_are_refused_by_name(compose, mo
         row = {"id": "r", "source": "A 2026 table", "model": model, "attention": attention, "layers": 118,
                "hidden": 8192, "ffn_hidden": 32768, "heads": 64, "kv_heads": 8, "seq_len": 8192, "vocab": 131072,
                "gpu": "gb200", "precision": "FP8", "num_gpus": 128, "tp": 4, "pp": 1, "global_batch": 384}
-        with pytest.raises(validate.RowError, match=r"is a hybrid Mamba-2 model outside the catalog: its layer "
+        with pytest.raises(validate.RowError, match=r"is a hybrid Mamba-2 / linear-attention model outside the catalog: its layer "
                                                     r"pattern is unknown \(catalog hybrids: nemotron_h_8b"):
             validate.row_config(compose("task=validate"), row)
 

@@ -50,12 +50,16 @@ NAMES = {
 # state their layer pattern, so one is placed only as a catalog model; any other is refused
 # rather than priced as a transformer with attention in every layer. Nemotron Nano 2 (9B/12B v2)
 # is a Nemotron-H hybrid; the Llama-based Nemotron Nano 8B v1 and Super 49B are transformers.
+# Linear-attention hybrids are refused alike: Qwen3-Next (three Gated DeltaNet layers to one of
+# attention), Kimi Linear (Kimi Delta Attention), MiniMax-01/M1 (lightning attention).
 HYBRID_MAMBA = (r"nemotron ?v?(h|3(\.\d)?)(?![a-z0-9])|nemotron ?nano ?(\d+b ?)?v ?2(?![a-z0-9])"
-                r"|mamba|jamba|zamba|hymba|samba")
+                r"|mamba|jamba|zamba|hymba|samba"
+                r"|qwen ?3 ?next|kimi ?linear|minimax ?(01|m1|text ?01)|(gated ?)?deltanet|linear ?attention"
+                r"|lightning ?attention")
 
 
 def hybrid_mamba(name) -> bool:
-    """Whether a ``model`` (or ``attention``) cell names a hybrid Mamba-2 model."""
+    """Whether a ``model`` (or ``attention``) cell names a hybrid Mamba-2 or linear-attention model."""
     return bool(re.search(rf"(?<![a-z0-9])(?:{HYBRID_MAMBA})", _spelling(name)))
 
 
