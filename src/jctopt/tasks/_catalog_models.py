@@ -25,7 +25,8 @@ NAMES = {
     # DeepSeek-V3 of any other size is another model (torchtitan's "DeepSeek-V3 16B" is V2-Lite's
     # shape); a torchtitan test model ("mini_kimi_k2") is not Kimi K2.
     "deepseek_v3": r"deepseek ?v3(\.\d)?(?! ?(?!671b)\d+b)", "kimi_k2": r"(?<!mini )kimi ?k2",
-    "deepseek_v2_lite": r"deepseek ?v2 ?lite|deepseek ?v3 ?16b", "deepseek_v2": r"deepseek ?v2(?! ?lite)(?! ?(?!236b)\d+b)",
+    "deepseek_v2_lite": r"deepseek ?v2 ?lite|deepseek ?v3 ?16b",
+    "deepseek_v2": r"deepseek ?v2(?! ?lite)(?! ?(?!236b)\d+b)",
     # Qwen3's MoE sizes also as "Qwen3 MoE 30B" (NeMo AutoModel) or without the active size.
     "qwen3_30b_a3b": r"qwen ?3 ?(moe ?)?30b( ?a3b)?", "qwen3_235b_a22b": r"qwen ?3 ?(moe ?)?235b( ?a22b)?",
     "gpt_oss_120b": r"gpt ?oss ?120b", "gpt_oss_20b": r"gpt ?oss ?20b",
@@ -38,8 +39,10 @@ NAMES = {
     "nemotron_h_56b": r"nemotron ?5? ?h ?56b",
     # "Nemotron 3" also as NeMo AutoModel prints it ("Nemotron V3 Nano 30B", "Nemotron Nano v3 30B")
     # and by size alone (dgxc-benchmarking: "Nemotron 3 30B", "Nemotron 3 120B").
-    "nemotron3_nano_30b_a3b": r"nemotron ?v?3 ?nano(?! ?4b)( ?30b ?a3b)?|nemotron ?(nano ?)?v?3 ?(nano ?)?30b( ?a3b)?",
-    "nemotron3_super_120b_a12b": r"nemotron ?v?3 ?super( ?120b ?a12b)?|nemotron ?(super ?)?v?3 ?(super ?)?120b( ?a12b)?",
+    "nemotron3_nano_30b_a3b": (r"nemotron ?v?3 ?nano(?! ?4b)( ?30b ?a3b)?"
+                               r"|nemotron ?(nano ?)?v?3 ?(nano ?)?30b( ?a3b)?"),
+    "nemotron3_super_120b_a12b": (r"nemotron ?v?3 ?super( ?120b ?a12b)?"
+                                  r"|nemotron ?(super ?)?v?3 ?(super ?)?120b( ?a12b)?"),
     "nemotron3_ultra_550b_a55b": r"nemotron ?v?3 ?ultra( ?550b ?a55b)?",
     # Megatron-Bridge prints "Nemotron_3_5_Lightning".
     "nemotron3_5_lightning_30b_a3b": r"nemotron ?v?3(\.| )5 ?lightning( ?30b ?a3b)?",
@@ -112,8 +115,8 @@ def catalog_model(name, params_b=None) -> str | None:
 
 
 def _named(text: str) -> str | None:
-    return next((key for key, pattern in NAMES.items() if re.search(rf"(?<![a-z0-9])(?:{pattern})(?![a-z0-9])", text)),
-                None)
+    return next((key for key, pattern in NAMES.items()
+                 if re.search(rf"(?<![a-z0-9])(?:{pattern})(?![a-z0-9])", text)), None)
 
 
 def _number(cell) -> bool:

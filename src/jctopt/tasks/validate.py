@@ -515,8 +515,8 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     hybrid = None if key is None else hybrid_layers(key)
     for cell in ("model", "attention"):
         if hybrid is None and hybrid_mamba(row.get(cell, "")):
-            raise RowError(f"{cell}={row[cell]!r} is a hybrid Mamba-2 / linear-attention model outside the catalog: its layer pattern is "
-                           f"unknown (catalog hybrids: {', '.join(hybrid_keys())})")
+            raise RowError(f"{cell}={row[cell]!r} is a hybrid Mamba-2 / linear-attention model outside the "
+                           f"catalog: its layer pattern is unknown (catalog hybrids: {', '.join(hybrid_keys())})")
     row = _with_catalog_architecture(row, key, used)
     cfg = copy.deepcopy(base)
     gpu, aliased = row_gpu(row["gpu"])
