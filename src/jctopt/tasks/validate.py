@@ -898,7 +898,8 @@ def _fewest_offloaded_layers_that_fit(config, stage_layers: int):
                                                            offload_layers=jnp.asarray(float(k))))
 
     def fits_hbm(c):
-        return float(_estimate_one(c).mem_total) <= 1e9 * float(c.gpu.hbm_gb)
+        e = _estimate_one(c)
+        return float(e.mem_total) <= float(e.mem_capacity)
 
     fewest = _fewest_layers_that_fit(offload, stage_layers, fits_hbm)
     return None if fewest is None or _reason(fewest) == Reason.MEMORY else fewest
