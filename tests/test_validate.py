@@ -806,6 +806,11 @@ def test_nvfp4_rows_keep_the_bf16_layers_their_recipe_names(compose):
     assert cfg.training.nvfp4_bf16_share == pytest.approx(14 / 80) and "nvfp4_bf16_share" not in used
     cfg, _ = validate.row_config(base, dict(row, source="pytorch/torchtitan benchmarks (2026)"))
     assert cfg.training.nvfp4_bf16_share == pytest.approx(base.training.nvfp4_bf16_share) == pytest.approx(0.16)
+    # A Nemotron 3 Super row whose notes are silent takes its recipe's last 14 of 88 layers.
+    super_row = dict(row, model="Nemotron_3_Super", num_gpus=64, tp=1, pp=1, ep=64, vpp=1, global_batch=512,
+                     seq_len=8192, notes="forced-balanced routing")
+    cfg, used = validate.row_config(base, super_row)
+    assert cfg.training.nvfp4_bf16_share == pytest.approx(14 / 88) and "nvfp4_bf16_share" in used
 
 
 @pytest.mark.parametrize("model, attention, hybrid", [

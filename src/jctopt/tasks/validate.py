@@ -115,11 +115,13 @@ DEFAULTS = {
            "within the NVLink domain (the run was measured, so it fit, and published runs are tuned)"),
     "precision": ("bf16", "mixed precision with bf16 GEMMs, the default of every 2022-2026 training stack; fp8 "
                   "only where a row says so"),
-    "nvfp4_bf16_share": ("0 in Megatron-Core stacks, else 0.16; the layers the notes name",
+    "nvfp4_bf16_share": ("0 in Megatron-Core stacks (Nemotron 3 Super: its last 14 layers), else 0.16; the layers "
+                         "the notes name",
                          "NVFP4 rows: Megatron-Bridge's and NeMo's benchmark recipe (bf16_with_nvfp4_mixed) quantizes "
                          "every transformer layer (first_last_layers_bf16 off) unless its notes give "
-                         "num_layers_at_start/end_in_bf16 (Nemotron 3 Super: the last 14); elsewhere the NVFP4 "
-                         "pre-training recipe's ~16 % of the layers in BF16 (arXiv:2509.25149)"),
+                         "num_layers_at_start/end_in_bf16; Nemotron 3 Super's recipe keeps the last 14 in BF16 "
+                         "(nemotron_3_super_bf16_with_nvfp4_mixed); elsewhere the NVFP4 pre-training recipe's ~16 % "
+                         "of the layers in BF16 (arXiv:2509.25149)"),
     "architecture": ("the catalog model the row names", "layers, widths, heads, vocabulary, sequence length, experts "
                      "and MLA ranks a row leaves blank are those of the conf/model entry its model cell names, "
                      "with params_b appended where the cell names a family alone ('Llama 3.1', 'Nemotron4') "
@@ -676,7 +678,7 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
         tr.moe_host_s = 0.0
     tr.offload_layers = _stated_offload_layers(row) or 0
     if precision == "nvfp4":
-        tr.nvfp4_bf16_share = _nvfp4_bf16_share(row, m.n_layers, tr.nvfp4_bf16_share, used)
+        tr.nvfp4_bf16_share = _nvfp4_bf16_share(row, key, m.n_layers, tr.nvfp4_bf16_share, used)
     if m.n_experts > 1 and not named:
         used.append("ep_comm_overlap")
     # llm-foundry's MPT runs under Composer, which updates its two train metrics (cross-entropy,
@@ -861,18 +863,28 @@ def _place(base: DictConfig, row: dict):
     return config, rc, used
 
 
-def _nvfp4_bf16_share(row: dict, layers: int, recipe_default: float, used: list[str]) -> float:
+# Megatron-Bridge's NVFP4 benchmark recipes that keep layers in BF16 (catalog key: last layers):
+# Nemotron 3 Super's (nemotron_3_super_bf16_with_nvfp4_mixed, training/mixed_precision.py
+# @067f987d: first_last_layers_bf16 True, num_layers_at_end_in_bf16 14; perf_recipes/nemotronh
+# common.py _nemotron_3_super_nvfp4_precision uses it on every GPU).
+MEGATRON_BRIDGE_NVFP4_BF16_END_LAYERS = {"nemotron3_super_120b_a12b": 14}
+
+
+def _nvfp4_bf16_share(row: dict, key: str | None, layers: int, recipe_default: float, used: list[str]) -> float:
     """Share of the layers an NVFP4 row keeps in BF16 (DEFAULTS["nvfp4_bf16_share"]): the first and
     last layers its notes name (Megatron's ``num_layers_at_start_in_bf16`` / ``..._at_end_...``);
-    else none in Megatron-Core stacks, whose benchmark recipe (Megatron-Bridge
-    ``bf16_with_nvfp4_mixed``: first_last_layers_bf16 False) quantizes every transformer layer,
-    and the NVFP4 pre-training recipe's share elsewhere."""
+    else, in Megatron-Core stacks, those of the model's benchmark recipe
+    (MEGATRON_BRIDGE_NVFP4_BF16_END_LAYERS), none for other models (Megatron-Bridge
+    ``bf16_with_nvfp4_mixed``: first_last_layers_bf16 False, every transformer layer quantized);
+    the NVFP4 pre-training recipe's share elsewhere."""
     notes = str(row.get("notes", ""))
     named = [int(n) for n in re.findall(r"num_layers_at_(?:start|end)_in_bf16\W*(\d+)", notes)]
     if named:
         return min(sum(named) / layers, 1.0)
     used.append("nvfp4_bf16_share")
-    return 0.0 if _megatron_core_stack(row) else recipe_default
+    if not _megatron_core_stack(row):
+        return recipe_default
+    return min(MEGATRON_BRIDGE_NVFP4_BF16_END_LAYERS.get(key, 0) / layers, 1.0)
 
 
 def _stated_offload_layers(row: dict) -> int | None:
