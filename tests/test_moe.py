@@ -203,23 +203,42 @@ def test_deepseek_v3_sweep_file_puts_the_all_to_all_on_nvlink_in_an_nvl72_rack(c
     assert ratio[64] > ratio[8]
 
 
+def test_each_all_to_all_is_hidden_by_the_block_beside_it():
+    """Megatron-Core's 1F1B EP overlap places combine_bwd beside the mixer's forward,
+    dispatch_fwd beside the MLP's data gradient, dispatch_bwd beside its weight gradient and the
+    next forward, combine_fwd beside the mixer's backward: by hand, with all-to-alls of 3 ms, a
+    1 ms mixer (0.5 ms of it the attention core, backward 2.5x) and a 2 ms MLP, the windows are
+    1, 2, 4 and 2 x 0.5 + 2.5 x 0.5 = 2.25 ms: 2 + 1 + 0 + 0.75 = 3.75 ms exposed."""
+    from jctopt import _ep_overlap as Eo
+
+    assert float(Eo.exposed_per_layer(3e-3, 1e-3, 2e-3, 0.5e-3, 2.5)) == pytest.approx(3.75e-3, rel=1e-12)
+    assert float(Eo.exposed_per_layer(0.9e-3, 1e-3, 2e-3, 0.5e-3, 2.5)) == 0.0  # shorter than every block
+
+
 @pytest.mark.parametrize("fabric, ep", [("ib_ndr400", 32), ("eth100_tcp", 64)])
-def test_overlapped_all_to_all_hides_behind_the_other_micro_batch(config, fabric, ep):
-    """With ep_comm_overlap the dispatch and combine of one micro-batch run behind another's
-    compute, fully up to the compute window (DeepSeek-V3 report Sec. 3.2.1):
-    exposed = raw - min(raw, compute) per micro-batch; without it all of raw is exposed. On
-    NDR400 the all-to-all fits in the window, over 100G TCP it does not."""
+def test_overlapped_all_to_all_shows_what_outlasts_its_block(config, fabric, ep):
+    """With ep_comm_overlap each of a layer's four all-to-alls runs beside one block of the other
+    micro-batch (_ep_overlap): exposed per micro-batch = MoE layers x the sum over the four
+    blocks of max(0, all-to-all - block); without it all of them show. Over NDR400 some of the
+    32-wide group's traffic still shows, over 100G TCP most of the 64-wide group's does; the
+    overlap never adds time."""
     import jctopt
+    from jctopt import _compute as Cm
 
     base = ("model=deepseek_v3", "gpu=h100_sxm", f"fabric={fabric}", "training=modern", "layout.n_gpus=512",
             "layout.tp=1", "layout.pp=8", "layout.vpp=1", f"layout.ep={ep}", "training.global_batch=1024")
-    off = jctopt.estimate(config(*base, "training.ep_comm_overlap=false"))
-    on = jctopt.estimate(config(*base, "training.ep_comm_overlap=true"))
+    off_cfg = config(*base, "training.ep_comm_overlap=false")
+    off, on = jctopt.estimate(off_cfg), jctopt.estimate(config(*base, "training.ep_comm_overlap=true"))
+    m, g, _, _, lay, t, _ = off_cfg
     n = float(off.n_micro)
-    raw, window = float(off.ep_comm_s) / n, float(off.compute_s) / n
-    assert (raw < window) == (fabric == "ib_ndr400")
+    moe_layers = 8 * (58 / 61)  # the busiest of 61 layers' 8 stages holds 8; 3 of the 61 are dense
+    a2a = float(off.ep_comm_s) / n / (4 * moe_layers)  # no full recompute in training=modern
+    mixer, mlp, core = (float(x) for x in Cm.layer_block_times(m, g, t, lay.tp, lay.cp, lay.ep, lay.etp))
+    windows = (mixer, mlp, 2 * mlp, 2 * mixer + 0.5 * core)
+    exposed = n * moe_layers * sum(max(a2a - w, 0.0) for w in windows)
     assert float(on.compute_s) == pytest.approx(float(off.compute_s), rel=1e-12)
-    assert float(on.ep_comm_s) == pytest.approx(n * (raw - min(raw, window)), rel=1e-9, abs=1e-9)
+    assert float(on.ep_comm_s) == pytest.approx(exposed, rel=1e-6)
+    assert 0.0 < float(on.ep_comm_s) < float(off.ep_comm_s)
 
 
 def test_load_imbalance_scales_the_busiest_ranks_experts_and_all_to_all(config):

@@ -280,6 +280,23 @@ def hbm_rate(g: GPUSpec):
     return 1e12 * g.hbm_tbps * g.mem_eff
 
 
+def mixer_gemm_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp):
+    """Forward time (s) of one layer's mixer GEMMs for one micro-batch on one GPU, split into
+    (column-parallel: QKV or Mamba's in_proj, row-parallel: the attention output or out_proj),
+    each weighted by its share of the layers (_hybrid)."""
+    rate = matmul_peak_flops(g, t)
+    tokens = t.micro_batch * t.seq_len / cp
+    h, context = m.hidden, m.n_heads * m.v_head_dim
+    attn, mamba = Hy.attention_share(m), Hy.mamba_share(m)
+    qkv = attn * gemm_time(tokens, h, qkv_width(m) / tp, rate, g)
+    proj = attn * gemm_time(tokens, context / tp, h, rate, g)
+    # A transformer's Mamba inner width is 0: a unit width keeps the unused GEMM free of 0/0.
+    d_inner = jnp.where(mamba > 0, Mb.inner_width(m), 1.0)
+    qkv += mamba * gemm_time(tokens, h, Mb.in_proj_width(m) / tp, rate, g)
+    proj += mamba * gemm_time(tokens, d_inner / tp, h, rate, g)
+    return qkv, proj
+
+
 def layer_gemm_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0, etp=None):
     """Forward time (s) of one layer's GEMMs for one micro-batch on one GPU, split into
     (column-parallel: QKV and MLP up, row-parallel: attention output and MLP down).
@@ -298,14 +315,8 @@ def layer_gemm_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0, etp=
     etp = tp if etp is None else etp
     rate = matmul_peak_flops(g, t)
     tokens = t.micro_batch * t.seq_len / cp
-    h, context = m.hidden, m.n_heads * m.v_head_dim
-    attn, mamba = Hy.attention_share(m), Hy.mamba_share(m)
-    qkv = attn * gemm_time(tokens, h, qkv_width(m) / tp, rate, g)
-    proj = attn * gemm_time(tokens, context / tp, h, rate, g)
-    # A transformer's Mamba inner width is 0: a unit width keeps the unused GEMM free of 0/0.
-    d_inner = jnp.where(mamba > 0, Mb.inner_width(m), 1.0)
-    qkv += mamba * gemm_time(tokens, h, Mb.in_proj_width(m) / tp, rate, g)
-    proj += mamba * gemm_time(tokens, d_inner / tp, h, rate, g)
+    h = m.hidden
+    qkv, proj = mixer_gemm_times(m, g, t, tp, cp)
 
     # (up incl. the gate, down) between d_model and width, width split over ``split``
     def mlp(n_tokens, width, split, half_dim_factor=1.0, d_model=h):
@@ -376,6 +387,18 @@ def layer_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0, etp=None)
     elementwise = elementwise_bytes / hbm_rate(g)
     mixer_forward, _ = mamba_mixer_times(m, g, tokens, tp)
     return column + row, core, elementwise + Hy.mamba_share(m) * mixer_forward
+
+
+def layer_block_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0, etp=None):
+    """Forward time (s) of one layer's blocks for one micro-batch on one GPU: (the mixer: its
+    GEMMs, the attention core and the Mamba-2 kernels; the MLP or experts: the other GEMMs;
+    the attention core alone), the memory-bound elementwise work split evenly between the two
+    blocks (a norm and a residual add each)."""
+    gemm, core, elem_and_scan = layer_times(m, g, t, tp, cp, ep, etp)
+    qkv, proj = mixer_gemm_times(m, g, t, tp, cp)
+    scan = Hy.mamba_share(m) * mamba_mixer_times(m, g, t.micro_batch * t.seq_len / cp, tp)[0]
+    elem = elem_and_scan - scan
+    return qkv + proj + core + scan + 0.5 * elem, gemm - qkv - proj + 0.5 * elem, core
 
 
 def mamba_mixer_times(m: ModelSpec, g: GPUSpec, tokens, tp):

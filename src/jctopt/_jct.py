@@ -17,6 +17,7 @@ from jax.scipy.special import ndtri
 
 from . import _comm as K
 from . import _compute as C
+from . import _ep_overlap as Eo
 from . import _experts as E
 from . import _host as H
 from . import _hybrid as Hy
@@ -121,10 +122,6 @@ def expected_max_std_normal(n):
     """E[max of n iid N(0,1)] by Blom's approximation Phi^-1((n - 0.375)/(n + 0.25))
     (Blom 1958; David & Nagaraja, Order Statistics, 3rd ed., Sec. 4.5). 0 for n = 1."""
     return ndtri((n - 0.375) / (n + 0.25))
-
-
-# Share of the MoE all-to-all hidden by an overlapping schedule, up to the compute window (below).
-EP_OVERLAP_ETA = 1.0
 
 
 def overlap(comm_s, window_s, eta):
@@ -233,17 +230,22 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     # dispatchers run on the SP-split hidden states; MoE with TP requires SP), each as wide as
     # the experts read it (LatentMoE: the latent, _latent).
     token_bytes = 2.0 * tokens / jnp.where(t.seq_parallel > 0, lay.tp, 1.0) * La.routed_width(m)
-    n_a2a = moe * layers_per_stage * C.moe_layer_fraction(m) * (4.0 + 2.0 * recompute_full)
+    moe_layers = moe * layers_per_stage * C.moe_layer_fraction(m)
     flat = K.all_to_all(token_bytes * m.top_k, lay.ep, E.ep_stride(lay), g, f, c)
     two_hop = K.all_to_all_two_hop(token_bytes, m.top_k, lay.ep, E.ep_stride(lay), g, f, c)
     # The busiest rank receives (and sends back) its excess of tokens: the layer waits on it (_experts).
-    ep_raw = n_a2a * jnp.where(t.ep_two_hop > 0, two_hop, flat) * E.busiest_rank_tokens(t)
-    # Schedules that interleave two micro-batches hide one's dispatch and combine behind the
-    # other's compute: DeepSeek-V3's DualPipe (report Sec. 3.2.1: "both all-to-all and PP
-    # communication can be fully hidden"), Megatron-Core's 1F1B all-to-all overlap
-    # (--overlap-moe-expert-parallel-comm, built after it): hidden up to the compute window.
+    a2a = jnp.where(t.ep_two_hop > 0, two_hop, flat) * E.busiest_rank_tokens(t)
+    # Dispatch and combine, forward and backward, and again in a recomputed forward.
+    ep_raw = moe_layers * (4.0 + 2.0 * recompute_full) * a2a
+    # DeepSeek-V3's DualPipe hides them up to the compute window (report Sec. 3.2.1: "both
+    # all-to-all and PP communication can be fully hidden"); Megatron-Core's 1F1B all-to-all
+    # overlap (--overlap-moe-expert-parallel-comm) hides each beside one block of the other
+    # micro-batch's layer (_ep_overlap), a recomputed forward's not at all.
     dualpipe = S.hides_dispatch(lay.schedule, lay.pp)
-    ep_mb = overlap(ep_raw, t_comp_mb, jnp.where((t.ep_comm_overlap > 0) | dualpipe, EP_OVERLAP_ETA, 0.0))
+    mixer_fwd, mlp_fwd, core_fwd = C.layer_block_times(m, g, t, lay.tp, lay.cp, lay.ep, lay.etp)
+    paired = moe_layers * (Eo.exposed_per_layer(a2a, mixer_fwd, mlp_fwd, core_fwd, C.core_backward_factor(t))
+                           + 2.0 * recompute_full * a2a)
+    ep_mb = jnp.where(dualpipe, overlap(ep_raw, t_comp_mb, 1.0), jnp.where(t.ep_comm_overlap > 0, paired, ep_raw))
     # PP: activation forward, gradient backward per virtual stage. Each TP rank sends 1/tp of
     # it; without SP the receivers all-gather the rest over NVLink (scatter/gather
     # optimization, Narayanan et al. 2021 Sec. 4.1); with SP the stage input is already split.
