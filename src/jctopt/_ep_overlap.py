@@ -14,7 +14,9 @@ whole. pre_dispatch is the layer's mixer block (attention, its norm and the rout
 experts; the backward's data and weight gradients each take a forward's time (Narayanan et al.
 2021 Sec. 5.1), the attention core its backward factor. Where the all-to-all is short against
 every block (inside an NVLink domain) nothing shows; where it crosses a scale-out fabric it
-can outlast the mixer block even while the whole layer's compute would cover it.
+can outlast the mixer block even while the whole layer's compute would cover it. A hybrid's
+blocks are its layers' share-weighted averages (_hybrid), as everywhere in the step model, though
+its MoE layers carry no mixer of their own.
 """
 
 from __future__ import annotations
