@@ -269,9 +269,9 @@ def test_sharded_equals_single_device(tmp_path):
 
 def test_cli_sweep_kill_and_resume(tmp_path):
     """A real process killed with SIGTERM mid-sweep resumes to the uninterrupted result."""
-    args = [*SMALL, "sweep.chunk_size=256", "sweep.keep=feasible", "hydra.run.dir=" + str(tmp_path / "runs" / "a")]
+    args = [*SMALL, "sweep.chunk_size=64", "sweep.keep=feasible", "hydra.run.dir=" + str(tmp_path / "runs" / "a")]
     cmd = [sys.executable, "-m", "jctopt.app", "task=sweep"]
-    slow = ["space.n_gpus=8:8192:8"]  # enough chunks that the kill lands mid-sweep, even on a loaded machine
+    slow = ["space.n_gpus=8:8192:8"]  # ~200 chunks of 64: seconds of writing for the kill to land in
     proc = subprocess.Popen(cmd + args + slow, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     parts = tmp_path / "runs" / "a" / "configs.parquet"
     deadline = time.time() + 120

@@ -184,8 +184,14 @@ def run_sweep(cfg: DictConfig, out: Path, *, process: tuple[int, int] = (0, 1), 
         console.print(f"resuming {d.root}: {len(done)} of {n_chunks} chunks already done")
     console.print(space.describe())
 
+    stop: list[int] = []
+
     def on_term(signum, frame):
-        raise KeyboardInterrupt
+        # A flag read between chunks: an exception raised at an arbitrary point can land inside
+        # library code (jax, pyarrow) that swallows it. A second SIGTERM does not wait.
+        stop.append(signum)
+        if len(stop) > 1:
+            raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, on_term) if _main_thread() else None
     evaluated = 0
@@ -208,6 +214,8 @@ def run_sweep(cfg: DictConfig, out: Path, *, process: tuple[int, int] = (0, 1), 
                 evaluated += int(counts.sum())
                 rate = evaluated / (time.perf_counter() - start)
                 progress.update(task, advance=int(counts.sum()), rate=f"{rate:,.0f} configs/s")
+                if stop:
+                    raise KeyboardInterrupt
     except KeyboardInterrupt:
         finished = len(d.done())
         console.print(f"[yellow]interrupted[/yellow]: {finished} of {n_chunks} chunks are on disk in {d.root}; "
