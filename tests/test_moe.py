@@ -233,7 +233,9 @@ def test_overlapped_all_to_all_shows_what_outlasts_its_block(config, fabric, ep)
     n = float(off.n_micro)
     moe_layers = 8 * (58 / 61)  # the busiest of 61 layers' 8 stages holds 8; 3 of the 61 are dense
     a2a = float(off.ep_comm_s) / n / (4 * moe_layers)  # no full recompute in training=modern
-    mixer, mlp, core = (float(x) for x in Cm.layer_block_times(m, g, t, lay.tp, lay.cp, lay.ep, lay.etp))
+    gemm, core, elem = Cm.layer_times(m, g, t, lay.tp, lay.cp, lay.ep, lay.etp)
+    mixer, mlp = (float(x) for x in Cm.layer_block_times(m, g, t, lay.tp, lay.cp, gemm, core, elem))
+    core = float(core)
     windows = (mixer, mlp, 2 * mlp, 2 * mixer + 0.5 * core)
     exposed = n * moe_layers * sum(max(a2a - w, 0.0) for w in windows)
     assert float(on.compute_s) == pytest.approx(float(off.compute_s), rel=1e-12)

@@ -389,16 +389,15 @@ def layer_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0, etp=None)
     return column + row, core, elementwise + Hy.mamba_share(m) * mixer_forward
 
 
-def layer_block_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0, etp=None):
-    """Forward time (s) of one layer's blocks for one micro-batch on one GPU: (the mixer: its
-    GEMMs, the attention core and the Mamba-2 kernels; the MLP or experts: the other GEMMs;
-    the attention core alone), the memory-bound elementwise work split evenly between the two
-    blocks (a norm and a residual add each)."""
-    gemm, core, elem_and_scan = layer_times(m, g, t, tp, cp, ep, etp)
+def layer_block_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, gemm, core, elem_and_scan):
+    """Forward time (s) of one layer's two blocks for one micro-batch on one GPU, from its
+    ``layer_times`` (gemm, core, elementwise + scan): (the mixer: its GEMMs, the attention core
+    and the Mamba-2 kernels; the MLP or experts: the other GEMMs), the memory-bound elementwise
+    work split evenly between them (a norm and a residual add each)."""
     qkv, proj = mixer_gemm_times(m, g, t, tp, cp)
     scan = Hy.mamba_share(m) * mamba_mixer_times(m, g, t.micro_batch * t.seq_len / cp, tp)[0]
     elem = elem_and_scan - scan
-    return qkv + proj + core + scan + 0.5 * elem, gemm - qkv - proj + 0.5 * elem, core
+    return qkv + proj + core + scan + 0.5 * elem, gemm - qkv - proj + 0.5 * elem
 
 
 def mamba_mixer_times(m: ModelSpec, g: GPUSpec, tokens, tp):

@@ -242,8 +242,8 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     # overlap (--overlap-moe-expert-parallel-comm) hides each beside one block of the other
     # micro-batch's layer (_ep_overlap), a recomputed forward's not at all.
     dualpipe = S.hides_dispatch(lay.schedule, lay.pp)
-    mixer_fwd, mlp_fwd, core_fwd = C.layer_block_times(m, g, t, lay.tp, lay.cp, lay.ep, lay.etp)
-    paired = moe_layers * (Eo.exposed_per_layer(a2a, mixer_fwd, mlp_fwd, core_fwd, C.core_backward_factor(t))
+    mixer_fwd, mlp_fwd = C.layer_block_times(m, g, t, lay.tp, lay.cp, gemm, core, elem)
+    paired = moe_layers * (Eo.exposed_per_layer(a2a, mixer_fwd, mlp_fwd, core, C.core_backward_factor(t))
                            + 2.0 * recompute_full * a2a)
     ep_mb = jnp.where(dualpipe, overlap(ep_raw, t_comp_mb, 1.0), jnp.where(t.ep_comm_overlap > 0, paired, ep_raw))
     # PP: activation forward, gradient backward per virtual stage. Each TP rank sends 1/tp of
