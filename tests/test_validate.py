@@ -93,7 +93,8 @@ def test_row_mapping_and_documented_defaults(compose):
                                              ("FP8-MX", "mxfp8"), ("MXFP8(inferred)", "mxfp8"), ("fp16_or_bf16", "bf16"),
                                              ("FP8-blockwise(inferred)", "fp8"), ("NVFP4", "nvfp4"),
                                              ("FP8-DS", "fp8"), ("float8 rowwise", "fp8"), ("fp8_tensorwise", "fp8"),
-                                             ("bfloat16", "bf16")])
+                                             ("bfloat16", "bf16"), ("FP8 (MXFP8)", "mxfp8"), ("fp8-mxfp8", "mxfp8"),
+                                             ("FP8 (current scaling)", "fp8"), ("NVFP4 (BF16 last layers)", "nvfp4")])
 def test_precision_spellings_of_the_sources(cell, precision):
     assert validate.row_precision(cell) == precision
 
@@ -107,7 +108,11 @@ def test_precision_spellings_of_the_sources(cell, precision):
                                                 ("A100-SXM4-40GB", "a100_40gb", False), ("A100 SXM", "a100_80gb", True),
                                                 ("AMD Instinct MI355X", "mi355x", False), ("B300 (Blackwell Ultra)", "b300", False),
                                                 ("NVIDIA GB200 Grace Blackwell Superchip", "gb200", False),
-                                                ("H100 PCIe", "h100_pcie", False), ("H200 NVL", "h200_nvl", False)])
+                                                ("H100 PCIe", "h100_pcie", False), ("H200 NVL", "h200_nvl", False),
+                                                ("B300 SXM6", "b300", False), ("B200-SXM6", "b200", False),
+                                                ("Blackwell Ultra GB300", "gb300", False), ("B300 HGX 8-GPU", "b300", False),
+                                                ("GB300 NVL72 rack", "gb300", False), ("A100 40 GB", "a100_40gb", False),
+                                                ("GB200 NVL4", "gb200_nvl4", False)])
 def test_gpu_spellings_of_the_sources(cell, gpu, aliased):
     """Case, separators, a parenthesis and the vendor, system, architecture or HBM words are
     spelling; an H100 or A100 of unstated form factor or memory is an assumption, recorded
@@ -460,6 +465,82 @@ def test_blank_recompute_is_the_fewest_layers_that_fit(compose):
     assert bool(fits) and int(jctopt.estimate(one_fewer).reason) == Reason.MEMORY
 
 
+def test_recompute_said_on_is_the_least_that_fits_from_selective(compose):
+    """A cell that says only that recompute was on ("yes", "true") starts where a blank cell
+    starts after none: Llama 3 8B on 8 H100s with ZeRO-1 at 1 x 2048 tokens fits without any
+    recompute, so a blank cell is placed without, "yes" with selective; both marked as defaults."""
+    base = compose("task=validate")
+    row = {"id": "r", "source": "Some stack 2025", "model": "Llama 3 8B", "gpu": "h100_sxm", "precision": "bf16",
+           "num_gpus": 8, "tp": 1, "pp": 1, "cp": 1, "micro_batch": 1, "global_batch": 64, "seq_len": 2048,
+           "zero_stage": 1, "recompute": None}
+    blank, _, used_blank = validate._place(base, row)
+    said, _, used_said = validate._place(base, dict(row, recompute="yes"))
+    assert float(blank.train.recompute) == validate.RECOMPUTE_LEVEL["none"]
+    assert float(said.train.recompute) == validate.RECOMPUTE_LEVEL["selective"]
+    assert "recompute" in used_blank and "recompute" in used_said
+    stated, _, used_stated = validate._place(base, dict(row, recompute="true"))
+    assert float(stated.train.recompute) == validate.RECOMPUTE_LEVEL["selective"] and "recompute" in used_stated
+
+
+@pytest.mark.parametrize("gpu, cell, fabric, nic_gbit, nics, defaulted", [
+    ("h100_sxm", "InfiniBand", "ib_ndr400", 400, 8, True),  # a kind alone: the reference system's IB rate
+    ("gb300", "IB", "ib_xdr800", 800, 72, True),
+    ("h100_sxm", "ConnectX-7", "ib_ndr400", 400, 8, False),  # the NIC generation names the rate
+    ("h100_sxm", "CX8 800G", "ib_xdr800", 800, 8, False),
+    ("h100_sxm", "Quantum-X800", "ib_xdr800", 800, 8, False),
+    ("h100_sxm", "IB NDR400 x8", "ib_ndr400", 400, 8, False),  # the count follows the x, not the rate before it
+    ("h100_sxm", "RoCEv2", "roce400", 400, 8, True),
+    ("h100_sxm", "Spectrum-X 800G", "roce400", 800, 8, False),
+    ("h100_sxm", "AWS EFA 3200 Gbps", "roce400", 400, 8, False),  # above any NIC: the node's total over 8 NICs
+    ("h100_sxm", "16x 200G EFA", "roce400", 200, 16, False),
+    ("gb200", "EFA 1600 Gbps", "roce400", 400, 72, False),  # a GB200 node is its 4-GPU tray
+    ("h100_sxm", "HPE Slingshot 200G", "roce400", 200, 8, False),
+    ("h100_sxm", "GPUDirect-TCPXO", "eth100_tcp", 100, 8, True),
+    ("h100_sxm", "8x400Gb/s", "ib_ndr400", 400, 8, True),  # a rate alone: the reference system's kind
+    ("mi300x", "8x400Gb/s", "roce400", 400, 8, True),
+    ("gb200", "NVLink", "ib_ndr400", 400, 72, True),  # no scale-out fabric named: as blank
+    ("h100_sxm", "none", "ib_ndr400", 400, 8, True),
+])
+def test_inter_node_cells_in_words(compose, gpu, cell, fabric, nic_gbit, nics, defaulted):
+    """Fabrics as sources write them: the kind (InfiniBand, its generations, ConnectX and
+    Quantum parts; RoCE, Spectrum-X, EFA, Slingshot as RoCE; TCP), the NIC rate or the node's
+    total, a NIC count; what is not said comes from the GPU's reference system, marked."""
+    base = compose("task=validate")
+    row = {"id": "r", "source": "A 2026 table", "model": "Llama 3 8B", "gpu": gpu, "precision": "bf16",
+           "num_gpus": 8, "tp": 1, "pp": 1, "global_batch": 128, "inter_node": cell}
+    cfg, used = validate.row_config(base, row)
+    assert (cfg.fabric.name, cfg.fabric.nic_gbit, cfg.cluster.nics_per_node) == (fabric, pytest.approx(nic_gbit), nics)
+    assert ("inter_node" in used) == defaulted
+
+
+def test_counts_with_thousands_separators_and_context_lengths_in_k(compose):
+    """"1,024" GPUs is 1024; a sequence length printed "8K" is 8192 tokens (1024 each); a K on
+    another count is refused by name."""
+    base = compose("task=validate")
+    row = {"id": "r", "source": "A 2026 table", "model": "Llama 3 8B", "gpu": "h100_sxm", "precision": "bf16",
+           "num_gpus": "1,024", "tp": 1, "pp": 1, "global_batch": "2,048", "seq_len": "8K"}
+    cfg, _ = validate.row_config(base, row)
+    assert (cfg.layout.n_gpus, cfg.training.global_batch, cfg.model.seq_len) == (1024, 2048, 8192)
+    with pytest.raises(validate.RowError, match=r"num_gpus='1k' is not a number"):
+        validate.row_config(base, dict(row, num_gpus="1k"))
+
+
+@pytest.mark.parametrize("cell, stage, hybrid", [("ZeRO-1", 1, None), ("zero3", 3, None), ("ZeRO stage 2", 2, None),
+                                                  ("distributed optimizer", 1, None), ("DDP", 0, None),
+                                                  ("FSDP2 (full shard)", 3, False), ("HSDP", 3, True)])
+def test_optimizer_sharding_and_sequence_parallel_cells_in_words(compose, cell, stage, hybrid):
+    """zero_stage as tables name it (ZeRO-n, Megatron's distributed optimizer = 1, FSDP = 3, its
+    full or hybrid sharding as named, DDP = 0); sp as a flag (True/False, yes/no)."""
+    base = compose("task=validate")
+    row = {"id": "r", "source": "A 2026 table", "model": "Llama 3 8B", "gpu": "h100_sxm", "precision": "bf16",
+           "num_gpus": 16, "tp": 2, "pp": 1, "global_batch": 64, "zero_stage": cell, "sp": "False"}
+    cfg, _ = validate.row_config(base, row)
+    assert cfg.training.zero_stage == stage and not cfg.training.seq_parallel
+    if hybrid is not None:
+        assert cfg.training.hybrid_shard == hybrid
+    assert validate.row_config(base, dict(row, sp="TRUE"))[0].training.seq_parallel
+
+
 def test_runs_name_a_path_or_a_shipped_file(tmp_path):
     assert validate.runs_path(None) == VALIDATION_DIR / "runs_dev.csv"
     assert validate.runs_path("runs_dev2.csv") == VALIDATION_DIR / "runs_dev2.csv"
@@ -668,6 +749,8 @@ def test_case_of_gpu_and_fabric_keys_and_mla_variants(compose):
                                        ("DeepSeek-V2 truncated to 4 layers", "deepseek_v2"),
                                        ("DeepSeek-V2-Lite", "deepseek_v2_lite"), ("DeepSeek-V3 16B", "deepseek_v2_lite"),
                                        ("DeepSeek V3 671B", "deepseek_v3"), ("mini_kimi_k2_llep", None),
+                                       ("DeepSeek-R1", "deepseek_v3"), ("DeepSeek-R1-Zero", "deepseek_v3"),
+                                       ("DeepSeek-R1-Distill-Llama-70B", None),
                                        ("Nemotron 3 30B", "nemotron3_nano_30b_a3b"),
                                        ("Nemotron Nano v3 30B", "nemotron3_nano_30b_a3b"),
                                        ("Nemotron 3 120B", "nemotron3_super_120b_a12b"),
@@ -768,13 +851,13 @@ def test_blank_precision_and_module_list_recompute_and_generic_fabrics(compose):
         cfg, _ = validate.row_config(base, dict(row, inter_node=key))
         assert cfg.fabric.name == fabric, key
         assert cfg.fabric.nic_gbit * cfg.cluster.nics_per_node == pytest.approx(node_gbit), key
-    with pytest.raises(validate.RowError, match=r"inter_node='slingshot11' is not modelled"):
-        validate.row_config(base, dict(row, inter_node="slingshot11"))
+    with pytest.raises(validate.RowError, match=r"inter_node='tofu-d' is not modelled"):
+        validate.row_config(base, dict(row, inter_node="Tofu-D"))
     for off in ("False", "disabled", 0):
         cfg, _ = validate.row_config(base, dict(row, recompute=off))
         assert cfg.training.recompute == "none", off
-    with pytest.raises(validate.RowError, match=r"recompute='true' is not one of none, selective, full"):
-        validate.row_config(base, dict(row, recompute="true"))  # on, at which granularity?
+    with pytest.raises(validate.RowError, match=r"recompute='sometimes' is not one of none, selective, full"):
+        validate.row_config(base, dict(row, recompute="sometimes"))
 
 
 def test_blank_etp_keeps_experts_whole_where_tp_wide_experts_cannot_fit_the_ep_group(compose):

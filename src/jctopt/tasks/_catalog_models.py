@@ -23,8 +23,11 @@ NAMES = {
     "llama3_8b": r"llama ?3(\.?1)? ?8b", "llama2_34b": r"llama ?2( style)? ?34b",
     "llama2_70b": r"llama ?2 ?70b", "llama2_7b": r"llama ?2 ?7b",
     # DeepSeek-V3 of any other size is another model (torchtitan's "DeepSeek-V3 16B" is V2-Lite's
-    # shape); a torchtitan test model ("mini_kimi_k2") is not Kimi K2.
-    "deepseek_v3": r"deepseek ?v3(\.\d)?(?! ?(?!671b)\d+b)", "kimi_k2": r"(?<!mini )kimi ?k2",
+    # shape); DeepSeek-R1 (and R1-Zero) is V3-Base trained on (DeepSeek-AI 2025, arXiv:2501.12948;
+    # its config.json is V3's), its distillations are Llama and Qwen models; a torchtitan test
+    # model ("mini_kimi_k2") is not Kimi K2.
+    "deepseek_v3": r"deepseek ?(v3(\.\d)?|r1( ?zero)?(?! ?distill))(?! ?(?!671b)\d+b)",
+    "kimi_k2": r"(?<!mini )kimi ?k2",
     "deepseek_v2_lite": r"deepseek ?v2 ?lite|deepseek ?v3 ?16b",
     "deepseek_v2": r"deepseek ?v2(?! ?lite)(?! ?(?!236b)\d+b)",
     # Qwen3's MoE sizes also as "Qwen3 MoE 30B" (NeMo AutoModel) or without the active size.

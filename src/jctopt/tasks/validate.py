@@ -92,7 +92,8 @@ DEFAULTS = {
                      "benchmarks run"),
     "recompute": ("the least that fits", "none, else selective, else whole-layer recompute of the fewest layers "
                   "per stage (Megatron's block method), up to full: the first the memory model says fits (the run "
-                  "was measured, so it fit)"),
+                  "was measured, so it fit); from selective where the cell says only that recompute was on (yes, "
+                  "on, true, enabled, 1)"),
     "offload_layers": ("0; on Megatron-Core stacks from 2025 with recompute blank, the fewest layers that fit if faster",
                        "where recompute is blank and the run needs some to fit, NeMo's and Megatron-Bridge's 2025-2026 "
                        "recipes may offload activations to host memory instead (Megatron-Core --cpu-offloading; GB200 "
@@ -140,16 +141,16 @@ DEFAULTS = {
 }
 # The gpu column as sources print it -> the catalog key. Case, "-" or " " for "_", a
 # parenthesis, and words naming the vendor, the system, the architecture or the memory
-# technology ("NVIDIA", "AMD Instinct", "DGX-", "HGX", "Grace Blackwell Superchip", "HBM3e",
-# "NVL72", "OAM") are spelling, as are SXM and a memory size on parts sold in one size ("H200
-# SXM 141GB" is h200). Other words name another part ("H100 PCIe", "H100 NVL", "A100 PCIe")
-# and keep the row out of the catalog. An A100 of unstated memory, and an H100 of
+# technology ("NVIDIA", "AMD Instinct", "DGX-", "HGX", "Grace Blackwell Superchip", "Blackwell
+# Ultra", "HBM3e", "NVL72", "OAM", "rack", "8-GPU", AC/LC cooling) are spelling, as are SXM (to
+# SXM6) and a memory size on parts sold in one size ("H200 SXM 141GB" is h200). Other words
+# name another part ("H100 PCIe", "H100 NVL", "A100 PCIe") and keep the row out of the catalog. An A100 of unstated memory, and an H100 of
 # unstated form factor (no SXM, DGX or HGX), are assumed to be the 80 GB SXM part (the A100
 # 40GB has the same peak and slower HBM, 1.56 vs 2.0 TB/s; an H100 PCIe would be slower), and
 # the row is marked as defaulted.
-GPU_NOISE = {"nvidia", "amd", "instinct", "tesla", "dgx", "hgx", "ampere", "hopper", "grace", "blackwell", "superchip",
-             "hbm2", "hbm2e", "hbm3", "hbm3e", "nvl72", "oam"}
-SXM = {"sxm", "sxm4", "sxm5"}
+GPU_NOISE = {"nvidia", "amd", "instinct", "tesla", "dgx", "hgx", "ampere", "hopper", "grace", "blackwell", "ultra",
+             "superchip", "hbm2", "hbm2e", "hbm3", "hbm3e", "nvl72", "oam", "rack", "tray", "node", "board", "baseboard",
+             "system", "server", "gpu", "gpus", "ac", "lc", "gb"}
 A100_CLASS = "a100_class"  # a source's "A100-class" GPU: the 80 GB part, assumed
 
 
@@ -165,15 +166,16 @@ def row_gpu(value) -> tuple[str, bool]:
     if not words:
         return key, False
     part, rest = words[0], set(words[1:])
-    memory = {w for w in rest if re.fullmatch(r"[0-9]+gb?", w)}
-    other = rest - memory - SXM
+    memory = {w for w in rest if re.fullmatch(r"[0-9]+(gb?)?", w)}  # a size, or a bare number ("8-GPU")
+    sxm = {w for w in rest if re.fullmatch(r"sxm[0-9]*", w)}  # SXM4 (A100) to SXM6 (Blackwell)
+    other = rest - memory - sxm
     if other:  # another part of the same name (PCIe, NVL)
         return "_".join([part, *sorted(other)]), False
     if part == "a100":
         size = {re.match(r"[0-9]+", w).group() for w in memory}
         return ("a100_40gb", False) if "40" in size else ("a100_80gb", "80" not in size)
     if part == "h100":
-        return "h100_sxm", not (rest & SXM or system)
+        return "h100_sxm", not (sxm or system)
     return part, False
 
 
@@ -195,28 +197,56 @@ FABRICS = {
 
 # InfiniBand generations -> Gbit/s per port, where a free-text inter_node names no rate.
 IB_GENERATION_GBIT = {"edr": 100.0, "hdr": 200.0, "ndr": 400.0, "xdr": 800.0}
+# ConnectX generations -> Gbit/s per port (NVIDIA ConnectX-6 HDR, ConnectX-7 NDR, ConnectX-8 XDR
+# product briefs), where a cell names the NIC and no rate.
+CONNECTX_GBIT = {"6": 200.0, "7": 400.0, "8": 800.0}
+# Words that name a fabric's kind. ConnectX NICs and Quantum switches run InfiniBand in NVIDIA's
+# reference systems (DGX user guides); AWS EFA (SRD) and HPE Slingshot are RDMA over Ethernet,
+# priced as RoCE (the catalog's roce400 NIC efficiency is fitted to an EFA sweep, collectives.csv);
+# GPUDirect-TCPX/TCPXO is TCP.
+IB_WORDS = {"ib", "infiniband", "quantum", "connectx", "cx", *IB_GENERATION_GBIT}
+ROCE_WORDS = {"roce", "rocev", "ethernet", "spectrum", "efa", "slingshot", "gbe"}
+TCP_WORDS = {"tcp", "tcpx", "tcpxo"}
+# Cells that name no scale-out fabric: an NVLink domain alone, or nothing ("none", "n/a"). The
+# row takes the GPU's reference fabric as where the cell is blank (DEFAULTS["inter_node"]).
+NO_FABRIC = re.compile(r"^(?:nvlink|nvl\d*|mnnvl|multi.?node nvlink|none|n/?a|-|single.?node|intra.?node)\b")
+# A fabric kind -> the catalog fabric; IB of a stated rate is the generation that carries it (_ib_fabric).
+SPELLED_FABRIC = {"ib": "ib_ndr400", "roce": "roce400", "tcp": "eth100_tcp"}
+# The fastest NIC port in the catalog (Gbit/s): a larger rate in a cell without a NIC count is
+# the node's total ("EFA 3200 Gbps": 8 x 400).
+MAX_NIC_GBIT = 800.0
 
 
-def _free_text_fabric(text: str) -> tuple[str, float, int | None] | None:
-    """(ib | roce | tcp, Gbit/s per NIC, NICs per node or None) of an inter_node cell written
-    out in words ("8x 400G NDR InfiniBand", "RoCEv2 400 Gb/s x 8", "IB HDR", "100 Gb/s Ethernet
-    TCP"); None when the cell names no fabric kind or no rate. Ethernet with RDMA (RoCE,
-    Spectrum-X) prices as RoCE, Ethernet over TCP as the catalog's TCP fabric."""
+def _free_text_fabric(text: str) -> tuple[str, float | None, int | None] | None:
+    """(ib | roce | tcp, Gbit/s per NIC or None where unnamed, NICs per node or None) of an
+    inter_node cell written out in words ("8x 400G NDR InfiniBand", "RoCEv2 400 Gb/s x 8", "IB
+    HDR", "ConnectX-7", "AWS EFA 3200 Gbps", "100 Gb/s Ethernet TCP"); None when the cell names
+    no fabric kind. Ethernet with RDMA (RoCE, Spectrum-X, EFA, Slingshot) prices as RoCE, Ethernet
+    over TCP as the catalog's TCP fabric."""
     words = set(re.findall(r"[a-z]+", text))
     generation = next((g for g in IB_GENERATION_GBIT if g in words), None)
-    if words & {"ib", "infiniband"} or generation:
+    # The rate: a number of Gbit/s, a switch family's ("Quantum-X800"), the IB generation's, the NIC's.
+    rate = (re.search(r"(\d+)\s*g(?:be|b(?:it)?(?:/s|ps)?)?(?![a-z])", text)
+            or re.search(r"(?:quantum|spectrum)\W*x\W*(\d{3,4})\b", text))
+    connectx = re.search(r"(?:connectx|cx)\W*([678])\b", text)
+    gbit = (float(rate.group(1)) if rate else IB_GENERATION_GBIT.get(generation)
+            or (CONNECTX_GBIT[connectx.group(1)] if connectx else None))
+    if words & IB_WORDS:
         kind = "ib"
-    elif "tcp" in words:
+    elif words & TCP_WORDS:
         kind = "tcp"
-    elif words & {"roce", "rocev", "ethernet", "spectrum"}:
+    elif words & ROCE_WORDS:
         kind = "roce"
+    elif rate:
+        kind = "reference"  # a rate alone ("8x400Gb/s"): the kind of the GPU's reference fabric
     else:
         return None
-    rate = re.search(r"(\d+)\s*g(?:be|b(?:it)?(?:/s|ps)?)?(?![a-z])", text)
-    gbit = float(rate.group(1)) if rate else IB_GENERATION_GBIT.get(generation)
-    count = re.search(r"(\d+)\s*x(?![a-z])|(?<![a-z])x\s*(\d+)(?!\s*g|\d)|(\d+)\s*(?:nics?\s*)?per\s*node", text)
+    # A NIC count (at most two digits) before "x" and not glued to a word ("8x 400G", not
+    # "ndr400 x8"), after it, or per node.
+    count = re.search(r"(?<![a-z\d])(\d{1,2})\s*x(?![a-z])|(?<![a-z])x\s*(\d{1,2})(?!\s*g|\d)"
+                      r"|(\d{1,2})\s*(?:nics?\s*)?per\s*node", text)
     nics = int(next(g for g in count.groups() if g)) if count else None
-    return (kind, gbit, nics) if gbit else None
+    return kind, gbit, nics
 
 
 def _ib_fabric(gbit: float) -> str:
@@ -238,13 +268,18 @@ PRECISIONS = {"bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "fp16-or-bf16"
 
 def row_precision(value) -> str:
     """The model's precision for a CSV cell, or RowError naming the accepted spellings."""
-    key = re.sub(r"[_\s+/]+", "-", re.sub(r"\s*\([^)]*\)\s*$", "", str(value).strip()).lower())
+    text = str(value).strip().lower()
+    key = re.sub(r"[_\s+/]+", "-", re.sub(r"\s*\([^)]*\)\s*$", "", text))
     key = re.sub(r"^(fp8|float8)(cs|ds|mx)$", r"\1-\2", key)  # recipe names: "fp8cs", "fp8mx"
     if key not in PRECISIONS:  # a qualified precision ("FP8 hybrid", "BF16 mixed", "mixed FP8"); FP8 with MX is MXFP8
         words = key.split("-")
-        named = [w for w in words if w in PRECISIONS]
+        # a word that only refines another ("fp8-mxfp8": MX-scaled fp8) names one precision;
         # two precisions named ("BF16+FP8") say not which the GEMMs ran: refused, not guessed
-        key = "mxfp8" if "mx" in words and {"fp8", "float8"} & set(words) else named[0] if len(named) == 1 else key
+        named = {PRECISIONS[w] for w in words if w in PRECISIONS}
+        named = {"mxfp8"} if named == {"fp8", "mxfp8"} else named
+        key = "mxfp8" if "mx" in words and {"fp8", "float8"} & set(words) else named.pop() if len(named) == 1 else key
+    if PRECISIONS.get(key) == "fp8" and re.search(r"\(\s*mx", text):  # "FP8 (MXFP8)", "fp8 (MX scaling)"
+        key = "mxfp8"
     if key not in PRECISIONS:
         raise RowError(f"precision={value!r} is not modelled ({', '.join(PRECISIONS)}; any case, "
                        "a trailing '(inferred)' ignored)")
@@ -253,10 +288,13 @@ def row_precision(value) -> str:
 
 # The recompute column's first word (sources annotate it: "selective:mla_up_proj", "none (mode
 # none)", "selective_op") -> the model's mode; "no" / "off" as tables print a disabled option.
-# A boolean "on" says not which granularity (Megatron's --recompute-activations is selective,
-# AutoModel's activation_checkpointing whole layers): refused; "off" in any spelling is none.
+# "Off" in any spelling is none.
 RECOMPUTE = {"none": "none", "no": "none", "off": "none", "false": "none", "disabled": "none", "0": "none",
              "selective": "selective", "full": "full"}
+# A boolean "on" says not which granularity (Megatron's --recompute-activations is selective,
+# AutoModel's activation_checkpointing whole layers): the least recompute that fits from
+# selective, as a blank cell is the least from none.
+RECOMPUTE_ON = {"yes", "on", "true", "enabled", "1"}
 # A cell that lists Megatron-Core's --recompute-modules without the granularity ("mla_up_proj,mlp,
 # moe", "core_attn") names selective recompute, which those modules refine; first words as read.
 RECOMPUTE_MODULES = {"core", "mla", "mlp", "moe", "layernorm", "shared"}
@@ -281,6 +319,26 @@ def _blank(v) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
 
 
+# Words that tables print in integer columns: sequence parallelism as a flag; the optimizer
+# sharding by name (ZeRO-n; Megatron's distributed optimizer shards the optimizer state, ZeRO-1;
+# PyTorch FSDP/FSDP2 and HSDP shard parameters too, ZeRO-3; DDP shards nothing).
+SP_WORDS = {"true": "1", "yes": "1", "on": "1", "enabled": "1", "false": "0", "no": "0", "off": "0",
+            "disabled": "0", "none": "0"}
+ZERO_WORDS = [(r"zero\W*(?:stage\W*)?([0-3])\b", None), (r"\b(?:fsdp2?|hsdp|full.?shard|hybrid.?shard)\b", "3"),
+              (r"\bdist(?:ributed)?.?opt(?:imizer)?\b", "1"), (r"^(?:ddp|none|no|off|false)$", "0")]
+
+
+def _word_value(key: str, text: str) -> str | None:
+    """The integer a word in an integer column stands for (SP_WORDS, ZERO_WORDS), or None."""
+    if key == "sp":
+        return SP_WORDS.get(text)
+    if key == "zero_stage":
+        for pattern, value in ZERO_WORDS:
+            if m := re.search(pattern, text):
+                return value or m.group(1)
+    return None
+
+
 # Integer columns that may be 0; every other integer column (sizes, counts, parallel degrees) is >= 1.
 COUNTS_FROM_ZERO = {"zero_stage", "sp", "shared_experts", "dense_layers", "mtp_layers", "q_lora_rank",
                     "qk_rope_head_dim"}
@@ -303,8 +361,12 @@ def _int(row, key, used: list[str], rule: int | None = None) -> int:
             raise RowError(f"{key} is blank and its default rule does not apply: {DEFAULTS[key][1]}")
         used.append(key)
         return int(default)
+    text = re.sub(r"(?<=\d)[,_](?=\d{3})", "", str(v).strip())  # thousands separators: "1,024"
+    text = _word_value(key, text.lower()) or text
+    # A sequence length in K tokens ("8K", "128k"): 1024 each, as context lengths are printed.
+    text = str(int(text[:-1]) * 1024) if key == "seq_len" and re.fullmatch(r"\d+[kK]", text) else text
     try:
-        number = float(v)
+        number = float(text)
     except ValueError:
         raise RowError(f"{key}={v!r} is not a number") from None
     if not number.is_integer():
@@ -500,9 +562,9 @@ def _stated_hardware(cfg: DictConfig, row: dict) -> None:
 
 
 def _hybrid_shard(row, year: int) -> bool | None:
-    """ZeRO-3 sharding strategy as the row's notes name it (FSDP ``FULL_SHARD``, or
-    ``HYBRID_SHARD`` / HSDP); None where they name none."""
-    notes = str(row.get("notes", ""))
+    """ZeRO-3 sharding strategy as the row's notes or its zero_stage cell name it (FSDP
+    ``FULL_SHARD``, or ``HYBRID_SHARD`` / HSDP); None where they name none."""
+    notes = f"{row.get('notes', '')} {re.sub(r'[ -]', '_', str(row.get('zero_stage', '')).upper())}"
     if "FULL_SHARD" in notes:
         return False
     if "HYBRID_SHARD" in notes or "HSDP" in notes:
@@ -538,7 +600,7 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     gpn = _int(row, "gpus_per_node", used, rule=int(cfg.gpu.nvlink_domain))
     if inter in FABRICS:
         fabric, gbit, nics = FABRICS[inter]
-    elif inter == "unknown":
+    elif inter == "unknown" or NO_FABRIC.match(inter):
         used.append("inter_node")
         fabric, gbit, nics = REFERENCE_FABRIC.get(gpu), None, gpn
         if fabric is None:
@@ -547,19 +609,33 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
         # X Gbit/s per node, RoCE-like, one NIC per GPU (the sources name neither fabric nor NIC
         # count); per GPU where the notes say so ("backend RDMA 400 Gb/s per GPU").
         per_gpu = re.search(rf"\b{m.group(1)} ?Gb(?:it)?(?:/s|ps) per GPU", str(row.get("notes", "")), re.IGNORECASE)
-        fabric, gbit, nics = "roce400", float(m.group(1)) / (1 if per_gpu else gpn), gpn
+        fabric, gbit, nics = "roce400", float(m.group(1)) / (1 if per_gpu else cfg.gpu.get("tray_gpus") or gpn), gpn
     elif m := re.fullmatch(r"(ib|roce)_?(?:[a-z]dr)?(\d+)(?:g|gbps)?(?:x(\d+))?", inter):
         # Other keys of the documented form: InfiniBand or RoCE, NIC rate (Gbit/s), NICs per
         # node (one per GPU where no count is given), e.g. ib_xdr800x4 for a GB300 tray.
         gbit, nics = float(m.group(2)), int(m.group(3)) if m.group(3) else gpn
         fabric = "roce400" if m.group(1) == "roce" else _ib_fabric(gbit)
     elif spelled := _free_text_fabric(inter):
-        # The same as spelled out: "8x 400G NDR InfiniBand", "RoCEv2 400 Gb/s x8".
+        # The same as spelled out: "8x 400G NDR InfiniBand", "RoCEv2 400 Gb/s x8". A kind without
+        # a rate ("InfiniBand", "RoCE") runs at the GPU's reference rate for IB, the catalog's for
+        # the others, and is marked as defaulted.
         kind, gbit, count = spelled
-        fabric, nics = {"roce": "roce400", "tcp": "eth100_tcp"}.get(kind) or _ib_fabric(gbit), count or gpn
+        if kind == "reference":
+            used.append("inter_node")
+            kind = "roce" if REFERENCE_FABRIC.get(gpu, "").startswith("roce") else "ib"
+        if gbit is None:
+            used.append("inter_node")
+            reference = REFERENCE_FABRIC.get(gpu, "")
+            fabric = reference if kind == "ib" and reference.startswith("ib_") else SPELLED_FABRIC[kind]
+        else:
+            if gbit > MAX_NIC_GBIT and count is None and not re.search(r"per (?:gpu|nic)", inter):
+                gbit = gbit / (cfg.gpu.get("tray_gpus") or gpn)  # the node's (tray's) total, one NIC per GPU
+            fabric = _ib_fabric(gbit) if kind == "ib" else SPELLED_FABRIC[kind]
+        nics = count or gpn
     else:
         raise RowError(f"inter_node={inter!r} is not modelled (ib_<gen><Gbit/s>x<NICs per node>, "
-                       "roce<Gbit/s>x<NICs>, unknown_<Gbit/s per node>gbps, omnipath, unknown)")
+                       "roce<Gbit/s>x<NICs>, unknown_<Gbit/s per node>gbps, omnipath, unknown, nvlink, or in words "
+                       "naming InfiniBand/NDR/ConnectX, RoCE/Ethernet/EFA/Slingshot or TCP, with or without a rate)")
     cfg.fabric = load_option("fabric", fabric)
     if gbit is not None:
         cfg.fabric.nic_gbit = gbit
@@ -644,11 +720,15 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
         used.append("recompute")
         cell = "none"  # place_rows raises it to the least recompute that fits
     recompute = re.split(r"[\s:(_/,;-]", str(cell).strip(), maxsplit=1)[0].lower()
+    recompute = re.sub(r"^([01])\.0$", r"\1", recompute)  # a 0/1 column read as floats
     recompute = "selective" if recompute in RECOMPUTE_MODULES else recompute
+    if recompute in RECOMPUTE_ON:  # on, of unstated granularity: the least that fits from selective (_place)
+        used.append("recompute")
+        recompute = "selective"
     if recompute not in RECOMPUTE:
         raise RowError(f"recompute={cell!r} is not one of none, selective, full (its first word; no, off, false, "
-                       "disabled, 0 = none; a list of Megatron recompute modules = selective; 'true' names no "
-                       "granularity)")
+                       "disabled, 0 = none; yes, on, true, enabled, 1 = the least that fits from selective; a list "
+                       "of Megatron recompute modules = selective)")
     tr.recompute = RECOMPUTE[recompute]
     tr.selective_ac = "op" if recompute == "selective" and _per_op_sac(row, torchtitan) else "core_attention"
     tr.seq_parallel = bool(_int(row, "sp", used, rule=int(year >= 2022 and lay.tp > 1)))
@@ -855,7 +935,8 @@ def _place(base: DictConfig, row: dict):
     if "recompute" not in used:
         return to_config(rc), rc, used
     config = _least_recompute_that_fits(rc)
-    if config.train.recompute > 0 and _offload_in_reach(row) and _stated_offload_layers(row) is None:
+    if (config.train.recompute > 0 and _blank(row.get("recompute")) and _offload_in_reach(row)
+            and _stated_offload_layers(row) is None):
         offloaded = _fewest_offloaded_layers_that_fit(config, math.ceil(rc.model.n_layers / rc.layout.pp))
         if offloaded is not None and float(_estimate_one(offloaded).step_s) < float(_estimate_one(config).step_s):
             rc.training.recompute, rc.training.offload_layers = "none", int(offloaded.train.offload_layers)
@@ -1031,16 +1112,16 @@ def _reason(config) -> Reason:
 
 
 def _least_recompute_that_fits(rc: DictConfig):
-    """The row's model config with the least recompute that fits in memory: none, selective,
-    then whole-layer recompute of the fewest layers per stage (Megatron's block method,
-    ``_compute.full_recompute_share``), up to full; none when nothing fits."""
+    """The row's model config with the least recompute that fits in memory: none (where the
+    cell is blank; selective where it says recompute was on), selective, then whole-layer
+    recompute of the fewest layers per stage (Megatron's block method,
+    ``_compute.full_recompute_share``), up to full; the first of these when nothing fits."""
     def fits(config):
         return _reason(config) != Reason.MEMORY
 
-    rc.training.recompute = "none"
-    none = to_config(rc)
-    if fits(none):
-        return none
+    first = to_config(rc)
+    if fits(first):
+        return first
     rc.training.recompute = "selective"
     selective = to_config(rc)
     if fits(selective):
@@ -1051,7 +1132,7 @@ def _least_recompute_that_fits(rc: DictConfig):
 
     layers = math.ceil(rc.model.n_layers / rc.layout.pp)
     blocked = _fewest_layers_that_fit(block, layers)
-    return none if blocked is None else blocked
+    return first if blocked is None else blocked
 
 
 REQUIRED_COLUMNS = ("id", "gpu", "precision", "num_gpus", "tp", "pp", "global_batch", "measured_iter_time_s")
@@ -1156,7 +1237,12 @@ def report(df: pd.DataFrame, runs: Path) -> str:
     lines += ["", "## Defaults for blank cells", ""] + [f"- `{k}`: {v} ({why})" for k, (v, why) in DEFAULTS.items()]
     lines += ["- `gpu`: any case, '-' or ' ' for '_', a leading DGX/HGX ignored; `a100_class`, `a100`: a100_80gb "
               "(the 40 GB part has the same peak, slower HBM); `h100`: h100_sxm",
-              "- `inter_node=unknown_<X>gbps`: X Gbit/s per node over one RoCE NIC per GPU",
+              "- `inter_node=unknown_<X>gbps`: X Gbit/s per node (an NVL72 rack's 4-GPU tray) over one RoCE NIC "
+              "per GPU",
+              "- `inter_node` in words: InfiniBand, its generation (EDR-XDR), ConnectX-6/7/8 or Quantum name IB; "
+              "RoCE, Ethernet, Spectrum-X, EFA, Slingshot price as RoCE; TCP/TCPX as TCP; a kind without a rate "
+              "runs at the GPU's reference IB rate or the catalog's; a rate above 800 Gbit/s without a NIC count is "
+              "the node's total; NVLink, MNNVL, none: the GPU's reference fabric (as blank)",
               "- MLP gated (SwiGLU) or not: whichever parameter count is nearer `params_b`",
               "- FlashAttention: on for sources from 2023 on, off before",
               "- Fused attention (`fused_attention`, cuDNN / FlashAttention-3-class on Hopper): on for "
