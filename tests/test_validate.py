@@ -641,9 +641,14 @@ def test_attention_spellings(compose):
     moe = pd.read_csv(validation_file("runs_moe_dev.csv"))
     row = _row(moe, "nemofw_2504_mixtral_8x22b_gb200_fp8cs_n256")
     base = compose("task=validate")
-    for cell in ("GQA", "mha", "gqa+swa (sliding window 128, attention sinks)", "SWA", "chunked (8192)"):
+    for cell in ("GQA", "mha", "gqa+swa (sliding window 128, attention sinks)", "SWA", "chunked (8192)",
+                 "grouped-query attention", "full causal", "Sliding window 4096 + full"):
         cfg, _ = validate.row_config(base, dict(row, attention=cell))
-        assert cfg.model.n_kv_heads == row["kv_heads"], cell
+        assert cfg.model.n_kv_heads == row["kv_heads"] and cfg.model.kv_lora_rank == 0, cell
+    ds = _row(moe, "dsv3_paper_h800_fp8_n2048")
+    for cell in ("MLA", "Multi-head Latent Attention", "MLA+DSA"):
+        cfg, _ = validate.row_config(base, dict(ds, attention=cell))
+        assert cfg.model.kv_lora_rank == ds["kv_lora_rank"] > 0, cell
     with pytest.raises(validate.RowError, match=r"attention='linear' is not modelled \(gqa, mha, mqa, mla\)"):
         validate.row_config(base, dict(row, attention="linear"))
 

@@ -862,6 +862,15 @@ def _hybrid_model(m: DictConfig, row: dict, hybrid) -> None:
     m.n_dense_layers = pattern_counts(hybrid["layer_pattern"])["dense_mlp_layers"] if m.n_experts > 1 else 0
 
 
+# Words of an attention cell: MLA (DeepSeek's latent attention, with or without DSA), else the
+# softmax attention of GQA's shapes (multi-head, multi-query, grouped-query, full, a sliding
+# window, chunked); linear-attention and Mamba hybrids are refused earlier (hybrid_mamba).
+MLA_WORDS = {"mla", "latent", "dsa"}
+GQA_WORDS = {"gqa", "mha", "mqa", "grouped", "group", "multi", "query", "full", "causal", "dense", "standard",
+             "swa", "sliding", "window", "chunked", "local", "irope", "nope", "rope", "softmax", "attention", "sdpa",
+             "gated", "sinks"}
+
+
 def _moe_columns(m: DictConfig, row: dict, used: list[str]) -> None:
     """The mixture-of-experts columns of ``runs_moe_dev.csv``; a file without them is dense."""
     if "experts" not in row:
@@ -872,11 +881,15 @@ def _moe_columns(m: DictConfig, row: dict, used: list[str]) -> None:
     # Multi-head and multi-query attention are GQA with kv_heads = heads or 1 (the kv_heads
     # column says which); a sliding window, chunked (local) attention or attention sinks
     # ("gqa+swa", "swa", "chunked") keep GQA's shapes: the window's saving is not priced.
-    attention = re.sub(r"^(mha|mqa|gqa|swa|sliding|chunked|local)\b.*", "gqa", attention)
     # MLA with DeepSeek-V3.2's sparse attention ("mla+dsa") is placed with MLA's shapes: up to
     # 2048 tokens every query attends to every earlier key as in MLA; the 2048-key cap beyond
-    # and the lightning indexer's cost (DeepSeek-V3.2-Exp report) are not priced.
-    attention = re.sub(r"^mla\b.*", "mla", attention)
+    # and the lightning indexer's cost (DeepSeek-V3.2-Exp report) are not priced. Names written
+    # out ("Multi-head Latent Attention", "grouped-query", "full causal") read the same.
+    words = set(re.findall(r"[a-z]+", attention))
+    if words & MLA_WORDS:
+        attention = "mla"
+    elif words & GQA_WORDS:
+        attention = "gqa"
     if attention not in ("gqa", "mla"):
         raise RowError(f"attention={row.get('attention')!r} is not modelled (gqa, mha, mqa, mla)")
     if not _blank(row.get("qk_head_dim")):
