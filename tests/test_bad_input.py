@@ -75,6 +75,20 @@ def test_validate_names_what_is_wrong_with_a_whole_file(compose, tmp_path, kind,
         validate.run_validate(compose("task=validate"), path)
 
 
+def test_validate_reads_column_names_in_any_case(compose, tmp_path):
+    from jctopt.tasks import validate
+
+    table = _runs_head()
+    table.to_csv(tmp_path / "good.csv", index=False)
+    table.rename(columns={"num_gpus": "Num GPUs", "tp": " TP", "measured_iter_time_s": "Measured_Iter_Time_S"}).to_csv(
+        tmp_path / "shouted.csv", index=False)
+    good = validate.run_validate(compose("task=validate"), tmp_path / "good.csv")
+    shouted = validate.run_validate(compose("task=validate"), tmp_path / "shouted.csv")
+    assert shouted.predicted_iter_time_s.notna().sum() == good.predicted_iter_time_s.notna().sum() > 0
+    assert shouted.predicted_iter_time_s.tolist() == pytest.approx(good.predicted_iter_time_s.tolist(), rel=1e-12,
+                                                                   nan_ok=True)
+
+
 @pytest.mark.parametrize("column", ["num_gpus", "tp", "hidden", "measured_iter_time_s"])
 def test_validate_text_in_a_numeric_column_costs_that_row_only(compose, tmp_path, column):
     from jctopt.tasks import validate

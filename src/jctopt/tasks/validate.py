@@ -1159,6 +1159,8 @@ def read_runs(runs: Path) -> pd.DataFrame:
         table = pd.read_csv(runs)
     except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as err:
         raise ConfigError(f"{bad}: not a CSV file ({type(err).__name__}: {err})") from None
+    # Column names in any case, padded or with spaces ("Num GPUs" is num_gpus).
+    table.columns = [re.sub(r"\s+", "_", str(c).strip()).lower() for c in table.columns]
     missing = set(REQUIRED_COLUMNS) - set(table.columns)
     if missing:
         raise ConfigError(f"{bad}: missing columns {', '.join(sorted(missing))} (needed: {', '.join(REQUIRED_COLUMNS)})")
