@@ -513,16 +513,22 @@ def test_inter_node_cells_in_words(compose, gpu, cell, fabric, nic_gbit, nics, d
     assert ("inter_node" in used) == defaulted
 
 
-def test_counts_with_thousands_separators_and_context_lengths_in_k(compose):
-    """"1,024" GPUs is 1024; a sequence length printed "8K" is 8192 tokens (1024 each); a K on
-    another count is refused by name."""
+def test_counts_with_thousands_separators_units_and_context_lengths_in_k(compose):
+    """"1,024" GPUs is 1024; a sequence length printed "8K" is 8192 tokens (1024 each); a count
+    may carry its own unit or a remark ("1024 GPUs", "8 (HGX)"); a K on another count, or
+    another column's unit ("2 nodes" GPUs, "2048 tokens" of global batch), is refused by name."""
     base = compose("task=validate")
     row = {"id": "r", "source": "A 2026 table", "model": "Llama 3 8B", "gpu": "h100_sxm", "precision": "bf16",
            "num_gpus": "1,024", "tp": 1, "pp": 1, "global_batch": "2,048", "seq_len": "8K"}
     cfg, _ = validate.row_config(base, row)
     assert (cfg.layout.n_gpus, cfg.training.global_batch, cfg.model.seq_len) == (1024, 2048, 8192)
-    with pytest.raises(validate.RowError, match=r"num_gpus='1k' is not a number"):
-        validate.row_config(base, dict(row, num_gpus="1k"))
+    cfg, _ = validate.row_config(base, dict(row, num_gpus="1024 GPUs", gpus_per_node="8 (HGX)", seq_len="8K tokens",
+                                            global_batch="2048 sequences"))
+    assert (cfg.layout.n_gpus, cfg.cluster.gpus_per_node, cfg.model.seq_len, cfg.training.global_batch) == (
+        1024, 8, 8192, 2048)
+    for key, cell in (("num_gpus", "1k"), ("num_gpus", "2 nodes"), ("global_batch", "2048 tokens")):
+        with pytest.raises(validate.RowError, match=rf"{key}='{cell}' is not a number"):
+            validate.row_config(base, dict(row, **{key: cell}))
 
 
 @pytest.mark.parametrize("cell, stage, hybrid", [("ZeRO-1", 1, None), ("zero3", 3, None), ("ZeRO stage 2", 2, None),

@@ -328,6 +328,11 @@ ZERO_WORDS = [(r"zero\W*(?:stage\W*)?([0-3])\b", None), (r"\b(?:fsdp2?|hsdp|full
               (r"\bdist(?:ributed)?.?opt(?:imizer)?\b", "1"), (r"^(?:ddp|none|no|off|false)$", "0")]
 
 
+# The unit a count may carry in its cell (only its own: "2 nodes" is not 2 GPUs).
+COUNT_UNITS = {"num_gpus": "gpus?", "gpus_per_node": "gpus?", "seq_len": "tokens?", "global_batch": "sequences?|samples?",
+               "micro_batch": "sequences?|samples?", "layers": "layers?"}
+
+
 def _word_value(key: str, text: str) -> str | None:
     """The integer a word in an integer column stands for (SP_WORDS, ZERO_WORDS), or None."""
     if key == "sp":
@@ -362,6 +367,10 @@ def _int(row, key, used: list[str], rule: int | None = None) -> int:
         used.append(key)
         return int(default)
     text = re.sub(r"(?<=\d)[,_](?=\d{3})", "", str(v).strip())  # thousands separators: "1,024"
+    # A count with its column's unit or a remark: "1024 GPUs", "8192 tokens", "8 (HGX)".
+    unit = COUNT_UNITS.get(key, "(?!)")
+    text = re.sub(rf"^(\d+(?:\.0+)?)\s*(?:{unit})?\s*(?:\(.*\))?$", r"\1", text, flags=re.IGNORECASE)
+    text = re.sub(r"^(\d+[kK])\s*tokens?$", r"\1", text) if key == "seq_len" else text
     text = _word_value(key, text.lower()) or text
     # A sequence length in K tokens ("8K", "128k"): 1024 each, as context lengths are printed.
     text = str(int(text[:-1]) * 1024) if key == "seq_len" and re.fullmatch(r"\d+[kK]", text) else text
