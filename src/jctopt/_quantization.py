@@ -9,7 +9,14 @@ tensor and its transpose, because the weight- and data-gradient GEMMs consume th
 layout (Hopper fp8 tensor cores take K-major operands only). MXFP8 (OCP Microscaling v1.0)
 writes a row-wise and a column-wise quantized copy with one E8M0 scale per 32 elements;
 NVFP4 (NVIDIA 2025, "Pretraining LLMs with NVFP4", arXiv:2509.25149, Sec. 4) writes two
-4-bit copies with one E4M3 scale per 16 elements. These kernels are memory bound and do not
+4-bit copies with one E4M3 scale per 16 elements, after a pass of its own that reads the tensor
+for its global amax: the recipe's random Hadamard transform on the wgrad operands (on by
+default for inputs and gradients, Transformer Engine ``NVFP4BlockScaling``) needs the amax of
+the transformed tensor, which ``NVFP4Quantizer::quantize_impl`` computes in
+``nvte_hadamard_transform_amax`` before the quantize kernel reads the tensor again, and with
+RHT on the norm and activation kernels do not fuse the amax (Transformer Engine
+pytorch/csrc/quantizer.cpp, extensions/normalization.cpp and activation.cpp @d0067d0). MXFP8
+needs no global amax. These kernels are memory bound and do not
 get faster with the fp8 peak, which is one reason fp8 speeds a step up by less than the
 peak ratio. Weights are quantized once per step and cached across micro-batches
 (``is_first_microbatch``), negligible against the activations and left out.
@@ -23,9 +30,10 @@ from . import _hybrid as Hy
 from . import _mamba as Mb
 from ._types import ModelSpec, Training
 
-# Bytes moved per quantized element: read bf16 (2) + two low-precision copies + scales.
+# Bytes moved per quantized element: read bf16 (2) + two low-precision copies + scales; NVFP4
+# reads the bf16 tensor once more for its amax.
 FP8_CAST_BYTES = 2.0 + 1.0 + 1.0 + 2.0 / 32.0  # fp8 + transpose; MXFP8's E8M0 scale per 32 (upper bound for fp8)
-FP4_CAST_BYTES = 2.0 + 0.5 + 0.5 + 2.0 / 16.0  # NVFP4: two 4-bit copies, an E4M3 scale per 16
+FP4_CAST_BYTES = 2.0 + 2.0 + 0.5 + 0.5 + 2.0 / 16.0  # NVFP4: the amax pass, two 4-bit copies, an E4M3 scale per 16
 
 
 def cast_bytes_per_element(t: Training):
