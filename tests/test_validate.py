@@ -513,6 +513,19 @@ def test_inter_node_cells_in_words(compose, gpu, cell, fabric, nic_gbit, nics, d
     assert ("inter_node" in used) == defaulted
 
 
+def test_a_rack_scale_gpus_node_is_its_tray_or_its_domain(compose):
+    """GB200 rows: gpus_per_node 4 (a compute tray) and 72 (the NVL72 domain) as stated; 36 an
+    NVL36 rack, whose NVLink domain is 36; 8 or 2 (HGX habit, a superchip) the tray, marked."""
+    base = compose("task=validate")
+    row = {"id": "r", "source": "A 2026 table", "model": "Llama 3 8B", "gpu": "gb200", "precision": "bf16",
+           "num_gpus": 64, "tp": 1, "pp": 1, "global_batch": 128}
+    for cell, node, domain, marked in ((4, 4, 72, False), (72, 72, 72, False), (36, 36, 36, False),
+                                       (8, 4, 72, True), (2, 4, 72, True)):
+        cfg, used = validate.row_config(base, dict(row, gpus_per_node=cell))
+        assert (cfg.cluster.gpus_per_node, cfg.gpu.nvlink_domain, "gpus_per_node" in used) == (node, domain, marked)
+        to_config(cfg)  # a valid cluster
+
+
 def test_counts_with_thousands_separators_units_and_context_lengths_in_k(compose):
     """"1,024" GPUs is 1024; a sequence length printed "8K" is 8192 tokens (1024 each); a count
     may carry its own unit or a remark ("1024 GPUs", "8 (HGX)"); a K on another count, or

@@ -249,6 +249,24 @@ def _free_text_fabric(text: str) -> tuple[str, float | None, int | None] | None:
     return kind, gbit, nics
 
 
+# GB200's one smaller NVLink domain: NVL36 racks, cabled in pairs (NVIDIA GB200 NVL36x2).
+NVL36 = 36
+
+
+def _rack_node(gpu: DictConfig, gpn: int, used: list[str]) -> int:
+    """A rack-scale GPU's gpus_per_node cell as the model takes it: the compute tray or the
+    NVLink domain as stated; 36 an NVL36 rack (its NVLink domain set to 36); any other count
+    ("8" as on HGX, "2" per superchip) the tray, one NIC per GPU either way, marked as a default."""
+    tray = gpu.get("tray_gpus")
+    if not tray or gpn in (tray, gpu.nvlink_domain):
+        return gpn
+    if gpn == NVL36 and gpu.nvlink_domain % NVL36 == 0:
+        gpu.nvlink_domain = NVL36
+        return gpn
+    used.append("gpus_per_node")
+    return int(tray)
+
+
 def _ib_fabric(gbit: float) -> str:
     """The catalog's InfiniBand fabric of a NIC rate (Gbit/s): HDR up to 200, NDR up to 400, XDR."""
     return "ib_hdr200" if gbit <= 200 else "ib_ndr400" if gbit <= 400 else "ib_xdr800"
@@ -606,7 +624,7 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
         precision = row_precision(row["precision"])
     # A blank cell (read as NaN) is "unknown": the GPU's reference fabric.
     inter = "unknown" if _blank(row.get("inter_node")) else str(row["inter_node"]).strip().lower()
-    gpn = _int(row, "gpus_per_node", used, rule=int(cfg.gpu.nvlink_domain))
+    gpn = _rack_node(cfg.gpu, _int(row, "gpus_per_node", used, rule=int(cfg.gpu.nvlink_domain)), used)
     if inter in FABRICS:
         fabric, gbit, nics = FABRICS[inter]
     elif inter == "unknown" or NO_FABRIC.match(inter):
