@@ -487,6 +487,7 @@ def test_recompute_said_on_is_the_least_that_fits_from_selective(compose):
     ("gb300", "IB", "ib_xdr800", 800, 72, True),
     ("h100_sxm", "ConnectX-7", "ib_ndr400", 400, 8, False),  # the NIC generation names the rate
     ("h100_sxm", "CX8 800G", "ib_xdr800", 800, 8, False),
+    ("h100_sxm", "ConnectX-7 x4", "ib_ndr400", 400, 4, False),  # the generation is not the count
     ("h100_sxm", "Quantum-X800", "ib_xdr800", 800, 8, False),
     ("h100_sxm", "IB NDR400 x8", "ib_ndr400", 400, 8, False),  # the count follows the x, not the rate before it
     ("h100_sxm", "RoCEv2", "roce400", 400, 8, True),

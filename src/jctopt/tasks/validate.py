@@ -243,8 +243,9 @@ def _free_text_fabric(text: str) -> tuple[str, float | None, int | None] | None:
         return None
     # A NIC count (at most two digits) before "x" and not glued to a word ("8x 400G", not
     # "ndr400 x8"), after it, or per node.
+    parts = re.sub(r"(?:connectx|cx|quantum|spectrum)\W*x?\W*\d+", " ", text)  # part names hold no count
     count = re.search(r"(?<![a-z\d])(\d{1,2})\s*x(?![a-z])|(?<![a-z])x\s*(\d{1,2})(?!\s*g|\d)"
-                      r"|(\d{1,2})\s*(?:nics?\s*)?per\s*node", text)
+                      r"|(\d{1,2})\s*(?:nics?\s*)?per\s*node", parts)
     nics = int(next(g for g in count.groups() if g)) if count else None
     return kind, gbit, nics
 
