@@ -33,6 +33,8 @@ from .._uncertainty import step_interval
 from ._catalog_models import (architecture_cells, catalog_model, hybrid_keys, hybrid_layers, hybrid_mamba, latent_size,
                               sliding_window)
 from ._risk import check_confidence, error_basis, log_quantiles
+from ._spellings import (COUNT_UNITS, MAX_NIC_GBIT, NO_FABRIC, RECOMPUTE, RECOMPUTE_MODULES, RECOMPUTE_ON,
+                         RowError, attention_kind, free_text_fabric, row_gpu, row_precision, word_value)
 from ._output import pyplot, save_plot
 
 DEFAULT_RUNS = "runs_dev.csv"  # shipped with the package (jctopt/data/validation/)
@@ -139,46 +141,6 @@ DEFAULTS = {
                    "XDR800 IB (ConnectX-8); GH200: NDR200 IB (JSC JUPITER: 4 x NDR200 per node of four); "
                    "MI300X/MI325X/MI355X: 400 Gb/s RoCE; one NIC per GPU (DGX/HGX reference designs)"),
 }
-# The gpu column as sources print it -> the catalog key. Case, "-" or " " for "_", a
-# parenthesis, and words naming the vendor, the system, the architecture or the memory
-# technology ("NVIDIA", "AMD Instinct", "DGX-", "HGX", "Grace Blackwell Superchip", "Blackwell
-# Ultra", "HBM3e", "NVL72", "OAM", "rack", "8-GPU", AC/LC cooling) are spelling, as are SXM (to
-# SXM6) and a memory size on parts sold in one size ("H200 SXM 141GB" is h200). Other words
-# name another part ("H100 PCIe", "H100 NVL", "A100 PCIe") and keep the row out of the catalog. An A100 of unstated memory, and an H100 of
-# unstated form factor (no SXM, DGX or HGX), are assumed to be the 80 GB SXM part (the A100
-# 40GB has the same peak and slower HBM, 1.56 vs 2.0 TB/s; an H100 PCIe would be slower), and
-# the row is marked as defaulted.
-GPU_NOISE = {"nvidia", "amd", "instinct", "tesla", "dgx", "hgx", "ampere", "hopper", "grace", "blackwell", "ultra",
-             "superchip", "hbm2", "hbm2e", "hbm3", "hbm3e", "nvl72", "oam", "rack", "tray", "node", "board", "baseboard",
-             "system", "server", "gpu", "gpus", "ac", "lc", "gb"}
-A100_CLASS = "a100_class"  # a source's "A100-class" GPU: the 80 GB part, assumed
-
-
-def row_gpu(value) -> tuple[str, bool]:
-    """(catalog key, whether an assumption stood in for an unstated memory or form factor) for
-    a CSV gpu cell; the key may still be missing from the catalog (row_config says so)."""
-    key = re.sub(r"[\s\-]+", "_", re.sub(r"\([^)]*\)", " ", str(value)).strip().lower())
-    if key == A100_CLASS:
-        return "a100_80gb", True
-    words = [w for w in key.split("_") if w]
-    system = bool({"dgx", "hgx"} & set(words))  # a DGX/HGX board holds SXM parts
-    words = [w for w in words if w not in GPU_NOISE]
-    if not words:
-        return key, False
-    part, rest = words[0], set(words[1:])
-    memory = {w for w in rest if re.fullmatch(r"[0-9]+(gb?)?", w)}  # a size, or a bare number ("8-GPU")
-    sxm = {w for w in rest if re.fullmatch(r"sxm[0-9]*", w)}  # SXM4 (A100) to SXM6 (Blackwell)
-    other = rest - memory - sxm
-    if other:  # another part of the same name (PCIe, NVL)
-        return "_".join([part, *sorted(other)]), False
-    if part == "a100":
-        size = {re.match(r"[0-9]+", w).group() for w in memory}
-        return ("a100_40gb", False) if "40" in size else ("a100_80gb", "80" not in size)
-    if part == "h100":
-        return "h100_sxm", not (sxm or system)
-    return part, False
-
-
 REFERENCE_FABRIC = {"a100_80gb": "ib_hdr200", "a100_40gb": "ib_hdr200", "h100_sxm": "ib_ndr400", "h200": "ib_ndr400",
                     "h800": "ib_ndr400", "gh200": "ib_ndr200", "b200": "ib_ndr400", "gb200": "ib_ndr400",
                     "b300": "ib_xdr800", "gb300": "ib_xdr800", "mi300x": "roce400", "mi325x": "roce400",
@@ -195,61 +157,9 @@ FABRICS = {
 }
 
 
-# InfiniBand generations -> Gbit/s per port, where a free-text inter_node names no rate.
-IB_GENERATION_GBIT = {"edr": 100.0, "hdr": 200.0, "ndr": 400.0, "xdr": 800.0}
-# ConnectX generations -> Gbit/s per port (NVIDIA ConnectX-6 HDR, ConnectX-7 NDR, ConnectX-8 XDR
-# product briefs), where a cell names the NIC and no rate.
-CONNECTX_GBIT = {"6": 200.0, "7": 400.0, "8": 800.0}
-# Words that name a fabric's kind. ConnectX NICs and Quantum switches run InfiniBand in NVIDIA's
-# reference systems (DGX user guides); AWS EFA (SRD) and HPE Slingshot are RDMA over Ethernet,
-# priced as RoCE (the catalog's roce400 NIC efficiency is fitted to an EFA sweep, collectives.csv);
-# GPUDirect-TCPX/TCPXO is TCP.
-IB_WORDS = {"ib", "infiniband", "quantum", "connectx", "cx", *IB_GENERATION_GBIT}
-ROCE_WORDS = {"roce", "rocev", "ethernet", "spectrum", "efa", "slingshot", "gbe"}
-TCP_WORDS = {"tcp", "tcpx", "tcpxo"}
-# Cells that name no scale-out fabric: an NVLink domain alone, or nothing ("none", "n/a"). The
-# row takes the GPU's reference fabric as where the cell is blank (DEFAULTS["inter_node"]).
-NO_FABRIC = re.compile(r"^(?:nvlink|nvl\d*|mnnvl|multi.?node nvlink|none|n/?a|-|single.?node|intra.?node)\b")
-# A fabric kind -> the catalog fabric; IB of a stated rate is the generation that carries it (_ib_fabric).
+# A fabric kind in words -> the catalog fabric; IB of a stated rate is the generation that
+# carries it (_ib_fabric).
 SPELLED_FABRIC = {"ib": "ib_ndr400", "roce": "roce400", "tcp": "eth100_tcp"}
-# The fastest NIC port in the catalog (Gbit/s): a larger rate in a cell without a NIC count is
-# the node's total ("EFA 3200 Gbps": 8 x 400).
-MAX_NIC_GBIT = 800.0
-
-
-def _free_text_fabric(text: str) -> tuple[str, float | None, int | None] | None:
-    """(ib | roce | tcp, Gbit/s per NIC or None where unnamed, NICs per node or None) of an
-    inter_node cell written out in words ("8x 400G NDR InfiniBand", "RoCEv2 400 Gb/s x 8", "IB
-    HDR", "ConnectX-7", "AWS EFA 3200 Gbps", "100 Gb/s Ethernet TCP"); None when the cell names
-    no fabric kind. Ethernet with RDMA (RoCE, Spectrum-X, EFA, Slingshot) prices as RoCE, Ethernet
-    over TCP as the catalog's TCP fabric."""
-    words = set(re.findall(r"[a-z]+", text))
-    generation = next((g for g in IB_GENERATION_GBIT if g in words), None)
-    # The rate: a number of Gbit/s, a switch family's ("Quantum-X800"), the IB generation's, the NIC's.
-    rate = (re.search(r"(\d+)\s*g(?:be|b(?:it)?(?:/s|ps)?)?(?![a-z])", text)
-            or re.search(r"(?:quantum|spectrum)\W*x\W*(\d{3,4})\b", text))
-    connectx = re.search(r"(?:connectx|cx)\W*([678])\b", text)
-    gbit = (float(rate.group(1)) if rate else IB_GENERATION_GBIT.get(generation)
-            or (CONNECTX_GBIT[connectx.group(1)] if connectx else None))
-    if words & IB_WORDS:
-        kind = "ib"
-    elif words & TCP_WORDS:
-        kind = "tcp"
-    elif words & ROCE_WORDS:
-        kind = "roce"
-    elif rate:
-        kind = "reference"  # a rate alone ("8x400Gb/s"): the kind of the GPU's reference fabric
-    else:
-        return None
-    # A NIC count (at most two digits) before "x" and not glued to a word ("8x 400G", not
-    # "ndr400 x8"), after it, or per node.
-    parts = re.sub(r"(?:connectx|cx|quantum|spectrum)\W*x?\W*\d+", " ", text)  # part names hold no count
-    count = re.search(r"(?<![a-z\d])(\d{1,2})\s*x(?![a-z])|(?<![a-z])x\s*(\d{1,2})(?!\s*g|\d)"
-                      r"|(\d{1,2})\s*(?:nics?\s*)?per\s*node", parts)
-    nics = int(next(g for g in count.groups() if g)) if count else None
-    return kind, gbit, nics
-
-
 # GB200's one smaller NVLink domain: NVL36 racks, cabled in pairs (NVIDIA GB200 NVL36x2).
 NVL36 = 36
 
@@ -273,57 +183,7 @@ def _ib_fabric(gbit: float) -> str:
     return "ib_hdr200" if gbit <= 200 else "ib_ndr400" if gbit <= 400 else "ib_xdr800"
 
 
-# The precision column as sources print it -> the model's precision. Case, a trailing
-# "(inferred)" / "(unverified)", and "_" or " " for "-" are ignored. FP8 "CS" is current
-# (per-tensor) scaling, "DS" delayed scaling (Transformer Engine's recipes), "tensorwise" and
-# "rowwise" torchao's float8 scalings, "MX" and MXFP8 Blackwell's 32-element block scaling,
-# "blockwise" DeepSeek-V3's 128-element blocks, "alt" a recipe variant: all but MXFP8 run as fp8.
-PRECISIONS = {"bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "fp16-or-bf16": "bf16", "fp8": "fp8",
-              "float8": "fp8", "fp8-cs": "fp8", "fp8-ds": "fp8", "fp8-delayed": "fp8", "fp8-current": "fp8",
-              "fp8-tensorwise": "fp8", "float8-tensorwise": "fp8", "fp8-rowwise": "fp8", "float8-rowwise": "fp8",
-              "fp8-blockwise": "fp8", "fp8-alt": "fp8", "mxfp8": "mxfp8", "fp8-mx": "mxfp8", "nvfp4": "nvfp4",
-              "fp4": "nvfp4"}
-
-
-def row_precision(value) -> str:
-    """The model's precision for a CSV cell, or RowError naming the accepted spellings."""
-    text = str(value).strip().lower()
-    key = re.sub(r"[_\s+/]+", "-", re.sub(r"\s*\([^)]*\)\s*$", "", text))
-    key = re.sub(r"^(fp8|float8)(cs|ds|mx)$", r"\1-\2", key)  # recipe names: "fp8cs", "fp8mx"
-    if key not in PRECISIONS:  # a qualified precision ("FP8 hybrid", "BF16 mixed", "mixed FP8"); FP8 with MX is MXFP8
-        words = key.split("-")
-        # a word that only refines another ("fp8-mxfp8": MX-scaled fp8) names one precision;
-        # two precisions named ("BF16+FP8") say not which the GEMMs ran: refused, not guessed
-        named = {PRECISIONS[w] for w in words if w in PRECISIONS}
-        named = {"mxfp8"} if named == {"fp8", "mxfp8"} else named
-        key = "mxfp8" if "mx" in words and {"fp8", "float8"} & set(words) else named.pop() if len(named) == 1 else key
-    if PRECISIONS.get(key) == "fp8" and re.search(r"\(\s*mx", text):  # "FP8 (MXFP8)", "fp8 (MX scaling)"
-        key = "mxfp8"
-    if key not in PRECISIONS:
-        raise RowError(f"precision={value!r} is not modelled ({', '.join(PRECISIONS)}; any case, "
-                       "a trailing '(inferred)' ignored)")
-    return PRECISIONS[key]
-
-
-# The recompute column's first word (sources annotate it: "selective:mla_up_proj", "none (mode
-# none)", "selective_op") -> the model's mode; "no" / "off" as tables print a disabled option.
-# "Off" in any spelling is none.
-RECOMPUTE = {"none": "none", "no": "none", "off": "none", "false": "none", "disabled": "none", "0": "none",
-             "selective": "selective", "full": "full"}
-# A boolean "on" says not which granularity (Megatron's --recompute-activations is selective,
-# AutoModel's activation_checkpointing whole layers): the least recompute that fits from
-# selective, as a blank cell is the least from none.
-RECOMPUTE_ON = {"yes", "on", "true", "enabled", "1"}
-# A cell that lists Megatron-Core's --recompute-modules without the granularity ("mla_up_proj,mlp,
-# moe", "core_attn") names selective recompute, which those modules refine; first words as read.
-RECOMPUTE_MODULES = {"core", "mla", "mlp", "moe", "layernorm", "shared"}
-
-
 VOCAB = [(r"llama.?3", 128256), (r"llama.?2", 32000), (r"nemotron", 256000), (r"neox", 50432), (r"", 51200)]
-
-
-class RowError(Exception):
-    """This row cannot be placed; the message becomes its ``reason``."""
 
 
 # What benchmark tables print in a number column that does not apply ("VP n/a" without
@@ -336,31 +196,6 @@ def _blank(v) -> bool:
     if isinstance(v, str):
         return not v.strip() or v.strip().lower() in NOT_APPLICABLE
     return v is None or (isinstance(v, float) and math.isnan(v))
-
-
-# Words that tables print in integer columns: sequence parallelism as a flag; the optimizer
-# sharding by name (ZeRO-n; Megatron's distributed optimizer shards the optimizer state, ZeRO-1;
-# PyTorch FSDP/FSDP2 and HSDP shard parameters too, ZeRO-3; DDP shards nothing).
-SP_WORDS = {"true": "1", "yes": "1", "on": "1", "enabled": "1", "false": "0", "no": "0", "off": "0",
-            "disabled": "0", "none": "0"}
-ZERO_WORDS = [(r"zero\W*(?:stage\W*)?([0-3])\b", None), (r"\b(?:fsdp2?|hsdp|full.?shard|hybrid.?shard)\b", "3"),
-              (r"\bdist(?:ributed)?.?opt(?:imizer)?\b", "1"), (r"^(?:ddp|none|no|off|false)$", "0")]
-
-
-# The unit a count may carry in its cell (only its own: "2 nodes" is not 2 GPUs).
-COUNT_UNITS = {"num_gpus": "gpus?", "gpus_per_node": "gpus?", "seq_len": "tokens?", "global_batch": "sequences?|samples?",
-               "micro_batch": "sequences?|samples?", "layers": "layers?"}
-
-
-def _word_value(key: str, text: str) -> str | None:
-    """The integer a word in an integer column stands for (SP_WORDS, ZERO_WORDS), or None."""
-    if key == "sp":
-        return SP_WORDS.get(text)
-    if key == "zero_stage":
-        for pattern, value in ZERO_WORDS:
-            if m := re.search(pattern, text):
-                return value or m.group(1)
-    return None
 
 
 # Integer columns that may be 0; every other integer column (sizes, counts, parallel degrees) is >= 1.
@@ -390,7 +225,7 @@ def _int(row, key, used: list[str], rule: int | None = None) -> int:
     unit = COUNT_UNITS.get(key, "(?!)")
     text = re.sub(rf"^(\d+(?:\.0+)?)\s*(?:{unit})?\s*(?:\(.*\))?$", r"\1", text, flags=re.IGNORECASE)
     text = re.sub(r"^(\d+[kK])\s*tokens?$", r"\1", text) if key == "seq_len" else text
-    text = _word_value(key, text.lower()) or text
+    text = word_value(key, text.lower()) or text
     # A sequence length in K tokens ("8K", "128k"): 1024 each, as context lengths are printed.
     text = str(int(text[:-1]) * 1024) if key == "seq_len" and re.fullmatch(r"\d+[kK]", text) else text
     try:
@@ -643,7 +478,7 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
         # node (one per GPU where no count is given), e.g. ib_xdr800x4 for a GB300 tray.
         gbit, nics = float(m.group(2)), int(m.group(3)) if m.group(3) else gpn
         fabric = "roce400" if m.group(1) == "roce" else _ib_fabric(gbit)
-    elif spelled := _free_text_fabric(inter):
+    elif spelled := free_text_fabric(inter):
         # The same as spelled out: "8x 400G NDR InfiniBand", "RoCEv2 400 Gb/s x8". A kind without
         # a rate ("InfiniBand", "RoCE") runs at the GPU's reference rate for IB, the catalog's for
         # the others, and is marked as defaulted.
@@ -890,15 +725,6 @@ def _hybrid_model(m: DictConfig, row: dict, hybrid) -> None:
     m.n_dense_layers = pattern_counts(hybrid["layer_pattern"])["dense_mlp_layers"] if m.n_experts > 1 else 0
 
 
-# Words of an attention cell: MLA (DeepSeek's latent attention, with or without DSA), else the
-# softmax attention of GQA's shapes (multi-head, multi-query, grouped-query, full, a sliding
-# window, chunked); linear-attention and Mamba hybrids are refused earlier (hybrid_mamba).
-MLA_WORDS = {"mla", "latent", "dsa"}
-GQA_WORDS = {"gqa", "mha", "mqa", "grouped", "group", "multi", "query", "full", "causal", "dense", "standard",
-             "swa", "sliding", "window", "chunked", "local", "irope", "nope", "rope", "softmax", "attention", "sdpa",
-             "gated", "sinks"}
-
-
 def _moe_columns(m: DictConfig, row: dict, used: list[str]) -> None:
     """The mixture-of-experts columns of ``runs_moe_dev.csv``; a file without them is dense."""
     if "experts" not in row:
@@ -913,11 +739,7 @@ def _moe_columns(m: DictConfig, row: dict, used: list[str]) -> None:
     # 2048 tokens every query attends to every earlier key as in MLA; the 2048-key cap beyond
     # and the lightning indexer's cost (DeepSeek-V3.2-Exp report) are not priced. Names written
     # out ("Multi-head Latent Attention", "grouped-query", "full causal") read the same.
-    words = set(re.findall(r"[a-z]+", attention))
-    if words & MLA_WORDS:
-        attention = "mla"
-    elif words & GQA_WORDS:
-        attention = "gqa"
+    attention = attention_kind(attention) or attention
     if attention not in ("gqa", "mla"):
         raise RowError(f"attention={row.get('attention')!r} is not modelled (gqa, mha, mqa, mla)")
     if not _blank(row.get("qk_head_dim")):
