@@ -220,6 +220,7 @@ def _int(row, key, used: list[str], rule: int | None = None) -> int:
             raise RowError(f"{key} is blank and its default rule does not apply: {DEFAULTS[key][1]}")
         used.append(key)
         return int(default)
+    v = int(v) if isinstance(v, (bool, np.bool_)) else v  # a column of flags, read as booleans
     text = re.sub(r"(?<=\d)[,_](?=\d{3})", "", str(v).strip())  # thousands separators: "1,024"
     # A count with its column's unit or a remark: "1024 GPUs", "8192 tokens", "8 (HGX)".
     unit = COUNT_UNITS.get(key, "(?!)")
