@@ -462,6 +462,7 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     # A blank cell (read as NaN) is "unknown": the GPU's reference fabric.
     inter = "unknown" if _blank(row.get("inter_node")) else str(row["inter_node"]).strip().lower()
     gpn = _rack_node(cfg.gpu, _int(row, "gpus_per_node", used, rule=int(cfg.gpu.nvlink_domain)), used)
+    node_gpus = cfg.gpu.get("tray_gpus") or gpn  # the GPUs behind one host's NICs (an NVL72 rack's tray)
     if inter in FABRICS:
         fabric, gbit, nics = FABRICS[inter]
     elif inter == "unknown" or NO_FABRIC.match(inter):
@@ -473,7 +474,7 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
         # X Gbit/s per node, RoCE-like, one NIC per GPU (the sources name neither fabric nor NIC
         # count); per GPU where the notes say so ("backend RDMA 400 Gb/s per GPU").
         per_gpu = re.search(rf"\b{m.group(1)} ?Gb(?:it)?(?:/s|ps) per GPU", str(row.get("notes", "")), re.IGNORECASE)
-        fabric, gbit, nics = "roce400", float(m.group(1)) / (1 if per_gpu else cfg.gpu.get("tray_gpus") or gpn), gpn
+        fabric, gbit, nics = "roce400", float(m.group(1)) / (1 if per_gpu else node_gpus), gpn
     elif m := re.fullmatch(r"(ib|roce)_?(?:[a-z]dr)?(\d+)(?:g|gbps)?(?:x(\d+))?", inter):
         # Other keys of the documented form: InfiniBand or RoCE, NIC rate (Gbit/s), NICs per
         # node (one per GPU where no count is given), e.g. ib_xdr800x4 for a GB300 tray.
@@ -484,16 +485,16 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
         # a rate ("InfiniBand", "RoCE") runs at the GPU's reference rate for IB, the catalog's for
         # the others, and is marked as defaulted.
         kind, gbit, count = spelled
+        reference = REFERENCE_FABRIC.get(gpu, "")
         if kind == "reference":
             used.append("inter_node")
-            kind = "roce" if REFERENCE_FABRIC.get(gpu, "").startswith("roce") else "ib"
+            kind = "roce" if reference.startswith("roce") else "ib"
         if gbit is None:
             used.append("inter_node")
-            reference = REFERENCE_FABRIC.get(gpu, "")
             fabric = reference if kind == "ib" and reference.startswith("ib_") else SPELLED_FABRIC[kind]
         else:
             if gbit > MAX_NIC_GBIT and count is None and not re.search(r"per (?:gpu|nic)", inter):
-                gbit = gbit / (cfg.gpu.get("tray_gpus") or gpn)  # the node's (tray's) total, one NIC per GPU
+                gbit = gbit / node_gpus  # the node's (tray's) total, one NIC per GPU
             fabric = _ib_fabric(gbit) if kind == "ib" else SPELLED_FABRIC[kind]
         nics = count or gpn
     else:
