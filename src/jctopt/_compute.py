@@ -355,8 +355,8 @@ def layer_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0, etp=None)
     # Attention core, forward: per head (s/cp x d) @ (d x s) and (s/cp x s) @ (s x d), bf16
     # even in fp8. A fused (flash) kernel never writes the s x s scores and skips the masked
     # half of a causal square (_attention: its rate, and a fixed cost per call; attn_eff is
-    # FlashAttention-2's rate, a kernel written for the architecture is fused_attn_speedup
-    # faster where Transformer Engine runs one, as in Megatron-Core and NeMo). Unfused, the full square
+    # FlashAttention-2's rate; cuDNN's kernel, where Transformer Engine runs it as in Megatron-Core
+    # and NeMo, runs at its measured fused_attn_eff). Unfused, the full square
     # runs as two thin GEMMs (head dimension d) and scores, softmax and dropout are written
     # and re-read, ~12 bytes per score.
     core_flops = 2.0 * t.micro_batch * t.seq_len * t.seq_len * attention_core_width(m) / (tp * cp)

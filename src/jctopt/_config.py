@@ -92,7 +92,7 @@ class GPUConf:
     fp8_matmul_eff: float = 0.0
     matmul_half_dim: float = MISSING
     attn_eff: float = MISSING
-    fused_attn_speedup: float = 1.0  # cuDNN/FA3-class attention over FlashAttention-2 on this architecture
+    fused_attn_eff: float = 0.0  # cuDNN fused attention fwd+bwd / bf16 peak on this architecture (0: none, attn_eff's kernel)
     mem_eff: float = MISSING
     nvlink_eff: float = MISSING
     nvls_eff: float = 0.0
@@ -369,7 +369,7 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
     positive = {
         "model": ["n_layers", "hidden", "ffn_hidden", "n_heads", "vocab", "seq_len", "n_experts", "top_k"],
         "gpu": ["peak_bf16_tflops", "hbm_gb", "hbm_tbps", "nvlink_gbps", "nvlink_domain", "tdp_w",
-                "matmul_eff", "matmul_half_dim", "attn_eff", "fused_attn_speedup", "mem_eff", "nvlink_eff", "nvlink_latency_us", "ll_latency_us", "mtbf_gpu_h",
+                "matmul_eff", "matmul_half_dim", "attn_eff", "mem_eff", "nvlink_eff", "nvlink_latency_us", "ll_latency_us", "mtbf_gpu_h",
                 "host_link_gbps"],
         "fabric": ["nic_gbit", "nic_eff", "latency_us", "host_copy_gbps", "mtbf_nic_h", "mtbf_switch_h"],
         "cluster": ["gpus_per_node", "nics_per_node", "switch_radix", "mtbf_node_h",
@@ -385,7 +385,7 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 _fail(f"{group}.{key}", value, "a finite number > 0")
     non_negative = {
-        "gpu": ["peak_fp8_tflops", "peak_fp4_tflops", "price_per_gpu_hour", "fp8_matmul_eff", "nvls_eff",
+        "gpu": ["peak_fp8_tflops", "peak_fp4_tflops", "price_per_gpu_hour", "fp8_matmul_eff", "fused_attn_eff", "nvls_eff",
                 "host_mem_gb"],
         "cluster": ["t_drain_s", "t_provision_s", "t_reinit_s", "jitter_cv", "serial_s_per_step",
                     "init_s", "energy_price_kwh"],
@@ -396,7 +396,7 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
             value = cfg[group][key]
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
                 _fail(f"{group}.{key}", value, "a finite number >= 0")
-    for key in ("gpu.matmul_eff", "gpu.fp8_matmul_eff", "gpu.mem_eff", "gpu.nvlink_eff",
+    for key in ("gpu.matmul_eff", "gpu.fp8_matmul_eff", "gpu.fused_attn_eff", "gpu.mem_eff", "gpu.nvlink_eff",
                 "gpu.nvls_eff", "fabric.nic_eff", "cluster.power_frac", "training.overlap_eta",
                 "training.zero3_overlap_eta", "training.grad_compression", "training.nvfp4_bf16_share"):
         group, name = key.split(".")

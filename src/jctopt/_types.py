@@ -66,7 +66,7 @@ class GPUSpec(NamedTuple):
     fp8_matmul_eff: Array  # best achieved / peak for large fp8 GEMMs
     matmul_half_dim: Array  # GEMM dimension at which efficiency is half its maximum
     attn_eff: Array  # fused (flash) attention fwd+bwd sustained / bf16 peak, FLOPs counted as FlashAttention does; the fixed cost per call is _attention's
-    fused_attn_speedup: Array  # the vendor's architecture-specific attention kernel over FlashAttention-2 (1: none faster)
+    fused_attn_eff: Array  # the architecture's own fused attention kernel (cuDNN via Transformer Engine), fwd+bwd sustained / bf16 peak as attn_eff; 0: none faster than attn_eff's
     mem_eff: Array  # achieved / peak HBM bandwidth for streaming kernels
     nvlink_eff: Array  # ring all-reduce bus bandwidth / nvlink_gbps
     nvls_eff: Array  # NVLS all-reduce bus bandwidth / (2 * nvlink_gbps)
@@ -132,7 +132,7 @@ class Training(NamedTuple):
     zero3_collectives_per_layer: Array  # ZeRO-3 all-gathers (reduce-scatters) per layer and pass
     seq_parallel: Array  # 1 = Megatron sequence parallelism with TP
     flash_attention: Array  # 1 = attention scores are never stored
-    fused_attention: Array  # 1 = Transformer Engine's cuDNN fused attention (FA3-class on Hopper), 0 = FlashAttention-2
+    fused_attention: Array  # 1 = Transformer Engine's cuDNN fused attention (at fused_attn_eff where the GPU has it), 0 = FlashAttention-2
     fused_elementwise: Array  # 1 = norms, activation, RoPE as fused kernels (TE, Apex, XLA, torch.compile), 0 = eager PyTorch (_eager)
     low_precision: Array  # GEMMs in 0 bf16/fp16, 1 fp8 or MXFP8, 2 NVFP4 (_config.PRECISION)
     grad_bytes: Array  # bytes per gradient element on the wire
