@@ -1112,7 +1112,7 @@ def report(df: pd.DataFrame, runs: Path) -> str:
               "the node's total; NVLink, MNNVL, none: the GPU's reference fabric (as blank)",
               "- MLP gated (SwiGLU) or not: whichever parameter count is nearer `params_b`",
               "- FlashAttention: on for sources from 2023 on, off before",
-              "- Fused attention (`fused_attention`, cuDNN's kernel at `fused_attn_eff` on Hopper and Blackwell): on for "
+              "- Fused attention (`fused_attention`, cuDNN's kernel: at `fused_attn_eff` on Hopper, at the fitted `attn_eff` on Blackwell): on for "
               "Megatron-Core, NeMo, Nemotron, DGX Cloud (NeMo, MaxText) and Automodel sources from 2024 on; "
               "FlashAttention-2 otherwise (llm-foundry, torchtitan, PyTorch FSDP)",
               "- TP/PP communication overlap (`mp_comm_overlap`): on for sources from 2024 on (Megatron-Core "
