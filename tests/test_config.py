@@ -8,6 +8,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError, ValidationError
 
 import jctopt
+from jctopt import _compute as C
 from jctopt._config import CONF_DIR, GPUConf
 
 GROUPS = {g: sorted(p.stem for p in (CONF_DIR / g).glob("*.yaml")) for g in ("gpu", "fabric", "cluster", "model")}
@@ -103,3 +104,18 @@ def test_searches_blame_the_deadline_the_user_set(compose, task):
     run = {"deadline": deadline.run_deadline, "procure": procure.run_procure}[task]
     with pytest.raises(jctopt.ConfigError, match=r"^job\.deadline_days=0"):
         run(compose(f"task={task}", "job.deadline_days=0"))
+
+
+def test_a_query_width_other_than_hidden_needs_its_head_dim(compose):
+    """96 query heads on a hidden size of 5,120 with 8 query groups (GLM-4.5's attention,
+    Megatron-Bridge docs/models/glm/glm45.md @067f987df0): 5,120 / 96 is no whole head, so the
+    head width must be stated (128 here, a query width of 12,288); then the attention weights
+    are h (96 + 2 x 8) 128 + 96 x 128 x h per layer. Unstated, the error names the key and the
+    way out."""
+    shape = ("model=llama3_70b", "model.hidden=5120", "model.n_heads=96", "model.n_kv_heads=8")
+    with pytest.raises(jctopt.ConfigError, match=r"model.n_heads=96 is not allowed: a divisor of "
+                                                 r"model.hidden=5120, or state model.head_dim"):
+        jctopt.to_config(compose(*shape))
+    cfg = jctopt.to_config(compose(*shape, "model.head_dim=128"))
+    assert float(C.attention_params(cfg.model)) == 5120 * (96 + 2 * 8) * 128 + 96 * 128 * 5120
+    assert bool(jctopt.estimate(cfg).feasible)

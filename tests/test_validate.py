@@ -699,6 +699,50 @@ def test_a_row_without_a_split_runs_at_its_fastest_split_that_fits(compose):
     assert float(jctopt.estimate(config).step_s) == pytest.approx(best[0], rel=1e-9)
 
 
+def _fastest_that_fits(base, row, key, values):
+    """(predicted step, value) of the row with ``key`` set to each of ``values`` in turn, the
+    fastest of those that place and fit; None where none does."""
+    best = None
+    for value in values:
+        try:
+            candidate, _, _ = validate._place(base, dict(row, **{key: value}))
+        except (validate.RowError, ConfigError):
+            continue
+        est = jctopt.estimate(candidate)
+        if Reason(int(est.reason)) == Reason.OK and (best is None or float(est.step_s) < best[0]):
+            best = (float(est.step_s), value)
+    return best
+
+
+def test_an_moe_row_without_ep_runs_at_its_fastest_ep_that_fits(compose):
+    """Megatron-Bridge's Qwen3-30B-A3B row on 8 GB200s with its ep cell emptied: placed at the
+    divisor of the 128 experts of least predicted step time that fits, found here by brute
+    force over every divisor given explicitly; marked as chosen by speed, ep among the defaults
+    used. A dense row's blank ep stays 1."""
+    moe = pd.read_csv(validation_file("runs_moe_dev.csv")).set_index("id")
+    row_id = "mb_2604_qwen3_30b_a3b_gb200_mxfp8_n8_gbs512"
+    row = dict(moe.loc[row_id], id=row_id, ep=None)
+    base = compose("task=validate")
+    best = _fastest_that_fits(base, row, "ep", (1, 2, 4, 8, 16, 32, 64, 128))
+    records, _, configs = validate.place_rows(base, pd.DataFrame([row]))
+    assert records[0]["chosen_by_speed"] and "ep" in records[0]["defaults_used"].split(",")
+    assert float(configs[0].layout.ep) == best[1]
+    assert float(jctopt.estimate(configs[0]).step_s) == pytest.approx(best[0], rel=1e-9)
+    dense = pd.read_csv(RUNS).iloc[0].to_dict()
+    dense_config, _, used = validate._place(base, dict(dense, ep=None))
+    assert float(dense_config.layout.ep) == 1 and "ep" in used
+
+
+@pytest.mark.parametrize("key, cell, value", [("tp", "TP8", 8), ("ep", "EP = 64", 64), ("pp", "pp:4", 4),
+                                              ("vpp", "VP 4", 4), ("etp", "ETP1", 1)])
+def test_a_parallel_degree_printed_with_its_axis(key, cell, value):
+    """Layout tables print degrees with their axis ("TP8", "EP = 64"); another axis's name in
+    the cell is refused, naming the cell."""
+    assert validate._int({key: cell}, key, []) == value
+    with pytest.raises(validate.RowError, match=r"tp='PP8' is not a number"):
+        validate._int({"tp": "PP8"}, "tp", [])
+
+
 def test_graphed_moe_layers_launch_nothing(compose):
     """A row whose notes name a full-iteration CUDA graph, CUDA graphs over token-dropping
     (static-shape) MoE layers, or Transformer Engine graphs over the router and preprocessing
@@ -984,15 +1028,7 @@ def test_an_interleaved_schedule_of_unstated_depth_runs_at_its_fastest_depth(com
     base = compose("task=validate")
     config, _, used = validate._fastest_interleaving(base, row)
     assert "vpp" in used
-    best = None
-    for vpp in range(2, 17):
-        try:
-            candidate, _, _ = validate._place(base, dict(row, vpp=vpp))
-        except (validate.RowError, ConfigError):
-            continue
-        est = jctopt.estimate(candidate)
-        if Reason(int(est.reason)) == Reason.OK and (best is None or float(est.step_s) < best[0]):
-            best = (float(est.step_s), vpp)
+    best = _fastest_that_fits(base, row, "vpp", range(2, 17))
     assert best is not None and best[1] > 1
     assert float(config.layout.vpp) == best[1]
     assert float(jctopt.estimate(config).step_s) == pytest.approx(best[0], rel=1e-9)

@@ -424,8 +424,10 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
     kv = m.n_kv_heads if m.n_kv_heads is not None else m.n_heads
     if kv <= 0 or m.n_heads % kv:
         _fail("model.n_kv_heads", m.n_kv_heads, f"a positive divisor of model.n_heads={m.n_heads}")
-    if m.hidden % m.n_heads:
-        _fail("model.n_heads", m.n_heads, f"a divisor of model.hidden={m.hidden}")
+    # Without a stated head_dim the head is hidden / n_heads; with one the query width n_heads x
+    # head_dim is its own (GLM-4.5: 96 heads on a hidden size of 5,120).
+    if m.head_dim is None and m.hidden % m.n_heads:
+        _fail("model.n_heads", m.n_heads, f"a divisor of model.hidden={m.hidden}, or state model.head_dim")
     if m.top_k > m.n_experts:
         _fail("model.top_k", m.top_k, f"<= model.n_experts={m.n_experts}")
     for key in ("head_dim", "moe_ffn_hidden", "v_head_dim"):

@@ -72,7 +72,9 @@ DEFAULTS = {
               "the only value they leave (tables without a CP column)"),
     "pp": ("num_gpus / (dp x tp x cp) where the row states dp, tp and cp",
            "the only pipeline depth the stated split leaves; with dp blank too, no default"),
-    "ep": (1, "dense model"),
+    "ep": ("1; on an MoE model the fastest that places",
+           "a dense model has no experts; an MoE run's authors tune its expert parallelism for speed: the "
+           "divisor of the experts of least predicted step time that fits, else the fastest (chosen_by_speed)"),
     "etp": ("tp; 1 where ep x tp does not divide a stage's GPUs", "Megatron-Core's --expert-tensor-parallel-size "
             "defaults to tp; a run whose expert-parallel group could not also split each expert tp ways kept its "
             "experts whole (etp 1, MoE parallel folding), as Megatron-Bridge's MoE recipes set it"),
@@ -206,6 +208,7 @@ COUNTS_FROM_ZERO = {"zero_stage", "sp", "shared_experts", "dense_layers", "mtp_l
 # The largest count a row may state: above it, products of counts (parameters, FLOPs) leave
 # the float range; no layer count, width, batch or GPU count comes near it.
 MAX_COUNT = 1e15
+PARALLEL_AXES = {"tp", "pp", "dp", "cp", "ep", "etp", "vpp"}
 
 
 def _int(row, key, used: list[str], rule: int | None = None) -> int:
@@ -227,6 +230,9 @@ def _int(row, key, used: list[str], rule: int | None = None) -> int:
     text = re.sub(rf"^(\d+(?:\.0+)?)\s*(?:{unit})?\s*(?:\(.*\))?$", r"\1", text, flags=re.IGNORECASE)
     text = re.sub(r"^(\d+[kK])\s*tokens?$", r"\1", text) if key == "seq_len" else text
     text = word_value(key, text.lower()) or text
+    # A parallel degree printed with its axis, as layout tables write it: "TP8", "EP = 64", "VP 4".
+    axis = {"vpp": "vpp?"}.get(key, key) if key in PARALLEL_AXES else "(?!)"
+    text = re.sub(rf"^{axis}\s*[=:]?\s*(?=\d)", "", text, flags=re.IGNORECASE)
     # A sequence length in K tokens ("8K", "128k"): 1024 each, as context lengths are printed.
     text = str(int(text[:-1]) * 1024) if key == "seq_len" and re.fullmatch(r"\d+[kK]", text) else text
     try:
@@ -551,7 +557,7 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
         lay.tp, lay.pp, lay.cp = (_int(row, k, used) for k in ("tp", "pp", "cp"))
     torchtitan = _torchtitan_stack(row)
     interleaved = torchtitan and lay.pp > 1 and re.search(r"interleaved 1f1b", str(row.get("notes", "")), re.IGNORECASE)
-    lay.ep = _int(row, "ep", used)
+    lay.ep = _int(row, "ep", used, rule=1)
     lay.schedule = _schedule(row) if lay.pp > 1 else "1f1b"
     lay.vpp = _int(row, "vpp", used, rule=2 if interleaved or lay.schedule == "zb_v" else 1)
     # Expert tensor parallelism: blank is tp, Megatron-Core's default for
@@ -777,7 +783,7 @@ def place_rows(cfg: DictConfig, table: pd.DataFrame) -> tuple[list[dict], list[i
                 chosen = float(config.layout.vpp) > 1
             else:
                 config, rc, used = _place(base, row)
-                chosen = "offload_layers" in used
+                chosen = "offload_layers" in used or (_blank(row.get("ep")) and rc.model.n_experts > 1)
             configs.append(config)
             index.append(i)
             out["gpu"] = rc.gpu.name
@@ -795,8 +801,11 @@ _estimate_one = jax.jit(estimate)
 def _place(base: DictConfig, row: dict):
     """(model config, Hydra config, defaults used) of one row; a blank recompute is the least
     that fits, or, where the row's stack offloads activations and states no offload, the
-    fewest offloaded layers that fit if the model finds that faster (DEFAULTS["offload_layers"])."""
+    fewest offloaded layers that fit if the model finds that faster (DEFAULTS["offload_layers"]);
+    a blank ep on an MoE model the fastest (DEFAULTS["ep"], _fastest_ep)."""
     rc, used = row_config(base, row)
+    if _blank(row.get("ep")) and rc.model.n_experts > 1:
+        return _fastest_ep(base, row, rc.model.n_experts)
     if "recompute" not in used:
         return to_config(rc), rc, used
     config = _least_recompute_that_fits(rc)
@@ -875,6 +884,18 @@ def _fewest_layers_that_fit(config_with, layers: int, fits=None):
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if fits(config_with(mid)) else (mid, hi)
     return config_with(hi)
+
+
+def _fastest_ep(base: DictConfig, row: dict, n_experts: int):
+    """``_place`` of an MoE row that states no ep, at the divisor of the experts of least
+    predicted step time that fits in memory, else the fastest of all (DEFAULTS["ep"])."""
+    divisors = [ep for ep in range(1, n_experts + 1) if n_experts % ep == 0]
+    best, last_error = _fastest_placement(base, ((ep, dict(row, ep=ep)) for ep in divisors))
+    if best is None:
+        raise RowError(f"ep is blank and no divisor of the {n_experts} experts places"
+                       + (f" (e.g. {last_error})" if last_error else ""))
+    config, rc, used = best
+    return config, rc, sorted(set(used) | {"ep"})
 
 
 def _split_from_dp(row: dict, n_gpus: int, dp: int, used: list[str]) -> tuple[int, int, int]:
