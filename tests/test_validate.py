@@ -14,6 +14,7 @@ from jctopt._jct import Reason
 from jctopt._config import to_config
 from jctopt._resources import VALIDATION_DIR, validation_file
 from jctopt.tasks import validate
+from jctopt.tasks._spellings import recompute_mode
 
 RUNS = validation_file("runs_dev.csv")
 
@@ -931,6 +932,23 @@ def test_blank_precision_and_module_list_recompute_and_generic_fabrics(compose):
         assert cfg.training.recompute == "none", off
     with pytest.raises(validate.RowError, match=r"recompute='sometimes' is not one of none, selective, full"):
         validate.row_config(base, dict(row, recompute="sometimes"))
+
+
+@pytest.mark.parametrize("cell, mode", [("activation checkpointing (full)", "full"), ("AC: selective", "selective"),
+                                        ("Full AC", "full"), ("recompute_granularity=full", "full"),
+                                        ("per-op SAC", "selective"), ("SAC", "selective"), ("1.0", "1"),
+                                        ("none (--recompute-granularity full --recompute-method block)", "none"),
+                                        ("selective:mla_up_proj", "selective"), ("core_attn", "selective")])
+def test_a_recompute_cell_in_activation_checkpointing_words(cell, mode):
+    """The mode is the cell's first word but for activation checkpointing's own words ("AC",
+    "checkpointing", "granularity"); a stated none stays none whatever its flags say after it;
+    SAC and Megatron's module names are selective."""
+    assert recompute_mode(cell) == mode
+
+
+def test_a_batch_counted_in_seqs():
+    assert validate._int({"micro_batch": "1 seq"}, "micro_batch", []) == 1
+    assert validate._int({"global_batch": "2,048 seqs"}, "global_batch", []) == 2048
 
 
 def test_blank_etp_keeps_experts_whole_where_tp_wide_experts_cannot_fit_the_ep_group(compose):

@@ -152,6 +152,24 @@ RECOMPUTE_ON = {"yes", "on", "true", "enabled", "1"}
 # A cell that lists Megatron-Core's --recompute-modules without the granularity ("mla_up_proj,mlp,
 # moe", "core_attn") names selective recompute, which those modules refine; first words as read.
 RECOMPUTE_MODULES = {"core", "mla", "mlp", "moe", "layernorm", "shared"}
+# Words around the mode that name the feature, not its granularity ("activation checkpointing
+# (full)", "AC: selective", "recompute_granularity=full"), and the words of selective
+# checkpointing's abbreviations ("SAC", torchtitan's "per-op SAC").
+RECOMPUTE_NOISE = {"activation", "activations", "checkpointing", "checkpoint", "recompute", "recomputation",
+                   "granularity", "ac", "mode", "per"}
+SELECTIVE_WORDS = {"sac", "op"}
+
+
+def recompute_mode(cell) -> str:
+    """The recompute cell's mode word: its first word that is not RECOMPUTE_NOISE ("none
+    (--recompute-granularity full ...)" is none), Megatron's module names and SAC's words as
+    "selective"; a word that names no mode is returned for the caller to refuse."""
+    words = [re.sub(r"^([01])\.0$", r"\1", w) for w in re.findall(r"[a-z0-9.]+", str(cell).lower())]
+    for word in words:
+        if word in RECOMPUTE_NOISE:
+            continue
+        return "selective" if word in RECOMPUTE_MODULES | SELECTIVE_WORDS else word
+    return ""
 
 
 # Words that tables print in integer columns: sequence parallelism as a flag; the optimizer
@@ -164,8 +182,9 @@ ZERO_WORDS = [(r"zero\W*(?:stage\W*)?([0-3])\b", None), (r"\b(?:fsdp2?|hsdp|full
 
 
 # The unit a count may carry in its cell (only its own: "2 nodes" is not 2 GPUs).
-COUNT_UNITS = {"num_gpus": "gpus?", "gpus_per_node": "gpus?", "seq_len": "tokens?", "global_batch": "sequences?|samples?",
-               "micro_batch": "sequences?|samples?", "layers": "layers?"}
+COUNT_UNITS = {"num_gpus": "gpus?", "gpus_per_node": "gpus?", "seq_len": "tokens?",
+               "global_batch": "sequences?|seqs?|samples?", "micro_batch": "sequences?|seqs?|samples?",
+               "layers": "layers?"}
 
 
 def word_value(key: str, text: str) -> str | None:

@@ -33,8 +33,9 @@ from .._uncertainty import step_interval
 from ._catalog_models import (architecture_cells, catalog_model, hybrid_keys, hybrid_layers, hybrid_mamba, latent_size,
                               sliding_window)
 from ._risk import check_confidence, error_basis, log_quantiles
-from ._spellings import (COUNT_UNITS, MAX_NIC_GBIT, NO_FABRIC, RECOMPUTE, RECOMPUTE_MODULES, RECOMPUTE_ON,
-                         RowError, attention_kind, free_text_fabric, row_gpu, row_precision, word_value)
+from ._spellings import (COUNT_UNITS, MAX_NIC_GBIT, NO_FABRIC, RECOMPUTE, RECOMPUTE_ON,
+                         RowError, attention_kind, free_text_fabric, recompute_mode, row_gpu, row_precision,
+                         word_value)
 from ._output import pyplot, save_plot
 
 DEFAULT_RUNS = "runs_dev.csv"  # shipped with the package (jctopt/data/validation/)
@@ -590,14 +591,13 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     if _blank(cell):
         used.append("recompute")
         cell = "none"  # place_rows raises it to the least recompute that fits
-    recompute = re.split(r"[\s:(_/,;-]", str(cell).strip(), maxsplit=1)[0].lower()
-    recompute = re.sub(r"^([01])\.0$", r"\1", recompute)  # a 0/1 column read as floats
-    recompute = "selective" if recompute in RECOMPUTE_MODULES else recompute
+    recompute = recompute_mode(cell)
     if recompute in RECOMPUTE_ON:  # on, of unstated granularity: the least that fits from selective (_place)
         used.append("recompute")
         recompute = "selective"
     if recompute not in RECOMPUTE:
-        raise RowError(f"recompute={cell!r} is not one of none, selective, full (its first word; no, off, false, "
+        raise RowError(f"recompute={cell!r} is not one of none, selective, full (its first word but for "
+                       "activation checkpointing's own words; no, off, false, "
                        "disabled, 0 = none; yes, on, true, enabled, 1 = the least that fits from selective; a list "
                        "of Megatron recompute modules = selective)")
     tr.recompute = RECOMPUTE[recompute]
