@@ -946,6 +946,15 @@ def test_a_recompute_cell_in_activation_checkpointing_words(cell, mode):
     assert recompute_mode(cell) == mode
 
 
+def test_an_moe_count_among_words():
+    """An MoE count printed among words ("top-8", "256 routed", "first 3" dense layers) is read;
+    two numbers ("256+1": routed and shared?) are refused, naming the cell."""
+    assert [validate._int({k: v}, k, []) for k, v in (("top_k", "top-8"), ("experts", "256 routed"),
+                                                        ("dense_layers", "first 3"))] == [8, 256, 3]
+    with pytest.raises(validate.RowError, match=r"experts='256\+1' is not a number"):
+        validate._int({"experts": "256+1"}, "experts", [])
+
+
 def test_a_batch_counted_in_seqs():
     assert validate._int({"micro_batch": "1 seq"}, "micro_batch", []) == 1
     assert validate._int({"global_batch": "2,048 seqs"}, "global_batch", []) == 2048

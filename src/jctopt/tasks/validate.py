@@ -210,6 +210,7 @@ COUNTS_FROM_ZERO = {"zero_stage", "sp", "shared_experts", "dense_layers", "mtp_l
 # the float range; no layer count, width, batch or GPU count comes near it.
 MAX_COUNT = 1e15
 PARALLEL_AXES = {"tp", "pp", "dp", "cp", "ep", "etp", "vpp"}
+MOE_COUNTS = {"experts", "top_k", "shared_experts", "dense_layers", "mtp_layers"}
 
 
 def _int(row, key, used: list[str], rule: int | None = None) -> int:
@@ -234,6 +235,9 @@ def _int(row, key, used: list[str], rule: int | None = None) -> int:
     # A parallel degree printed with its axis, as layout tables write it: "TP8", "EP = 64", "VP 4".
     axis = {"vpp": "vpp?"}.get(key, key) if key in PARALLEL_AXES else "(?!)"
     text = re.sub(rf"^{axis}\s*[=:]?\s*(?=\d)", "", text, flags=re.IGNORECASE)
+    # An MoE count among words, its only number: "top-8", "256 routed", "first 3" (dense layers).
+    words_around = re.fullmatch(r"[a-z\s:=-]*?(\d+)[a-z\s()]*", text, flags=re.IGNORECASE)
+    text = words_around.group(1) if key in MOE_COUNTS and words_around else text
     # A sequence length in K tokens ("8K", "128k"): 1024 each, as context lengths are printed.
     text = str(int(text[:-1]) * 1024) if key == "seq_len" and re.fullmatch(r"\d+[kK]", text) else text
     try:
