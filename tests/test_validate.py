@@ -953,6 +953,8 @@ def test_an_moe_count_among_words():
                                                         ("dense_layers", "first 3"))] == [8, 256, 3]
     with pytest.raises(validate.RowError, match=r"experts='256\+1' is not a number"):
         validate._int({"experts": "256+1"}, "experts", [])
+    with pytest.raises(validate.RowError, match=r"top_k='-8' is not allowed: an integer >= 1"):
+        validate._int({"top_k": "-8"}, "top_k", [])
 
 
 def test_a_batch_counted_in_seqs():

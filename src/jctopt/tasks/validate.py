@@ -236,7 +236,8 @@ def _int(row, key, used: list[str], rule: int | None = None) -> int:
     axis = {"vpp": "vpp?"}.get(key, key) if key in PARALLEL_AXES else "(?!)"
     text = re.sub(rf"^{axis}\s*[=:]?\s*(?=\d)", "", text, flags=re.IGNORECASE)
     # An MoE count among words, its only number: "top-8", "256 routed", "first 3" (dense layers).
-    words_around = re.fullmatch(r"[a-z\s:=-]*?(\d+)[a-z\s()]*", text, flags=re.IGNORECASE)
+    words_around = re.fullmatch(r"(?:[a-z][a-z\s]*?[\s:=-]\s*)?(\d+)(?:\s*[a-z(][a-z\s()]*)?", text,
+                                flags=re.IGNORECASE)
     text = words_around.group(1) if key in MOE_COUNTS and words_around else text
     # A sequence length in K tokens ("8K", "128k"): 1024 each, as context lengths are printed.
     text = str(int(text[:-1]) * 1024) if key == "seq_len" and re.fullmatch(r"\d+[kK]", text) else text
