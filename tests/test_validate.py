@@ -946,6 +946,23 @@ def test_a_recompute_cell_in_activation_checkpointing_words(cell, mode):
     assert recompute_mode(cell) == mode
 
 
+def test_a_blank_step_time_from_the_rows_batch_and_throughput(compose):
+    """runs_moe_dev.csv derives 52 of its step times as GBS x seq / (tokens/s per GPU x GPUs);
+    with those cells emptied, validate derives the same times (within the 5-digit rounding of
+    the file) and says so; a row without a stated batch is not compared."""
+    moe = pd.read_csv(validation_file("runs_moe_dev.csv"))
+    derived = moe[moe.derivation.fillna("").str.contains(r"GBS\*seq/\(tok_s_gpu\*N\)", regex=True)
+                  & moe.tokens_per_s_per_gpu.notna()].head(6)
+    assert len(derived) == 6
+    records, _, _ = validate.place_rows(compose("task=validate"), derived.assign(measured_iter_time_s=None))
+    for record, stated in zip(records, derived.measured_iter_time_s):
+        assert record["measured_iter_time_s"] == pytest.approx(stated, rel=1e-4), record["id"]
+        assert "measured_iter_time_s" in record["defaults_used"].split(",")
+    unbatched, _, _ = validate.place_rows(compose("task=validate"),
+                                          derived.head(1).assign(measured_iter_time_s=None, global_batch=None))
+    assert pd.isna(unbatched[0]["measured_iter_time_s"])
+
+
 def test_an_moe_count_among_words():
     """An MoE count printed among words ("top-8", "256 routed", "first 3" dense layers) is read;
     two numbers ("256+1": routed and shared?) are refused, naming the cell."""

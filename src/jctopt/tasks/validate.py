@@ -91,6 +91,9 @@ DEFAULTS = {
     "moe_ffn_hidden": ("= ffn_hidden", "every expert as wide as the dense MLP (Mixtral)"),
     "shared_experts": (0, "no shared expert"),
     "dense_layers": (0, "every layer of an MoE model routed"),
+    "measured_iter_time_s": ("global_batch x seq_len / (tokens/s per GPU x GPUs)",
+                             "the step time the row's stated batch and throughput imply, as the shipped rows "
+                             "derive it; not compared where the batch is not stated"),
     "global_batch": ("step x tokens/s per GPU x GPUs / seq_len; else dp x micro_batch x pp",
                      "the batch the row's own throughput and step time imply; a row stating neither: one "
                      "micro-batch per data-parallel replica (per pipeline stage under PP), as long-sequence "
@@ -789,6 +792,10 @@ def place_rows(cfg: DictConfig, table: pd.DataFrame) -> tuple[list[dict], list[i
             else:
                 config, rc, used = _place(base, row)
                 chosen = "offload_layers" in used or (_blank(row.get("ep")) and rc.model.n_experts > 1)
+            measured = _measured_from_throughput(row, rc)
+            if measured is not None:
+                out["measured_iter_time_s"] = measured
+                used = [*used, "measured_iter_time_s"]
             configs.append(config)
             index.append(i)
             out["gpu"] = rc.gpu.name
@@ -798,6 +805,21 @@ def place_rows(cfg: DictConfig, table: pd.DataFrame) -> tuple[list[dict], list[i
             out["reason"] = str(err)
         rows.append(out)
     return rows, index, configs
+
+
+def _measured_from_throughput(row: dict, rc: DictConfig) -> float | None:
+    """The step time (s) a row with a blank measured time implies by its stated global batch
+    and tokens/s per GPU (DEFAULTS["measured_iter_time_s"]); None where the row states its time
+    or lacks either."""
+    if not _blank(row.get("measured_iter_time_s")) or _blank(row.get("global_batch")):
+        return None
+    try:
+        tokens_per_s = float(row["tokens_per_s_per_gpu"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not (math.isfinite(tokens_per_s) and tokens_per_s > 0):
+        return None
+    return rc.training.global_batch * rc.model.seq_len / (tokens_per_s * rc.layout.n_gpus)
 
 
 _estimate_one = jax.jit(estimate)
