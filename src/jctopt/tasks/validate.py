@@ -239,9 +239,10 @@ def _int(row, key, used: list[str], rule: int | None = None) -> int:
     axis = {"vpp": "vpp?"}.get(key, key) if key in PARALLEL_AXES else "(?!)"
     text = re.sub(rf"^{axis}\s*[=:]?\s*(?=\d)", "", text, flags=re.IGNORECASE)
     # An MoE count among words, its only number: "top-8", "256 routed", "first 3" (dense layers).
-    words_around = re.fullmatch(r"(?:[a-z][a-z\s]*?[\s:=-]\s*)?(\d+)(?:\s*[a-z(][a-z\s()]*)?", text,
-                                flags=re.IGNORECASE)
-    text = words_around.group(1) if key in MOE_COUNTS and words_around else text
+    if key in MOE_COUNTS:
+        words_around = re.fullmatch(r"(?:[a-z][a-z\s]*?[\s:=-]\s*)?(\d+)(?:\s*[a-z(][a-z\s()]*)?", text,
+                                    flags=re.IGNORECASE)
+        text = words_around.group(1) if words_around else text
     # A sequence length in K tokens ("8K", "128k"): 1024 each, as context lengths are printed.
     text = str(int(text[:-1]) * 1024) if key == "seq_len" and re.fullmatch(r"\d+[kK]", text) else text
     try:
@@ -791,7 +792,8 @@ def place_rows(cfg: DictConfig, table: pd.DataFrame) -> tuple[list[dict], list[i
                 chosen = float(config.layout.vpp) > 1
             else:
                 config, rc, used = _place(base, row)
-                chosen = "offload_layers" in used or (_blank(row.get("ep")) and rc.model.n_experts > 1)
+                chosen = "offload_layers" in used
+            chosen = chosen or _ep_unstated(row, rc)
             measured = _measured_from_throughput(row, rc)
             if measured is not None:
                 out["measured_iter_time_s"] = measured
@@ -831,7 +833,7 @@ def _place(base: DictConfig, row: dict):
     fewest offloaded layers that fit if the model finds that faster (DEFAULTS["offload_layers"]);
     a blank ep on an MoE model the fastest (DEFAULTS["ep"], _fastest_ep)."""
     rc, used = row_config(base, row)
-    if _blank(row.get("ep")) and rc.model.n_experts > 1:
+    if _ep_unstated(row, rc):
         return _fastest_ep(base, row, rc.model.n_experts)
     if "recompute" not in used:
         return to_config(rc), rc, used
@@ -911,6 +913,11 @@ def _fewest_layers_that_fit(config_with, layers: int, fits=None):
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if fits(config_with(mid)) else (mid, hi)
     return config_with(hi)
+
+
+def _ep_unstated(row: dict, rc: DictConfig) -> bool:
+    """Whether an MoE row leaves ep blank, so that it runs at its fastest (_fastest_ep)."""
+    return _blank(row.get("ep")) and rc.model.n_experts > 1
 
 
 def _fastest_ep(base: DictConfig, row: dict, n_experts: int):
