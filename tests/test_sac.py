@@ -5,6 +5,7 @@ import pytest
 
 from jctopt import _comm as K
 from jctopt import _compute as C
+from jctopt import _recompute_modules as Rm
 from jctopt import _sac as Sac
 from jctopt._config import ConfigError, to_config
 from jctopt._jct import estimate
@@ -40,10 +41,13 @@ def test_per_op_recompute_repeats_matmuls_and_pointwise_ops_not_the_core(config)
     m, op_t = per_op.model, per_op.train
     share = 19_456 / 53_248
     gemm, core, elem = 3.0, 5.0, 7.0
-    assert float(C.recompute_time(m, core_t, gemm, core, elem)) == pytest.approx(core)
-    assert float(C.recompute_time(m, op_t, gemm, core, elem)) == pytest.approx(share * gemm + elem, rel=1e-12)
+    # Megatron's modules (_recompute_modules): by default the attention core alone
+    modules = Rm.ModuleParts(core_attn=core, mla_up_proj=11.0, layernorm=13.0, moe_act=17.0, mlp=19.0, moe=23.0,
+                             shared_experts=29.0)
+    assert float(C.recompute_time(m, core_t, gemm, core, elem, modules)) == pytest.approx(core)
+    assert float(C.recompute_time(m, op_t, gemm, core, elem, modules)) == pytest.approx(share * gemm + elem, rel=1e-12)
     full = _llama3_8b(config, "training.selective_ac=op", "training.recompute=full").train
-    assert float(C.recompute_time(m, full, gemm, core, elem)) == pytest.approx(gemm + core + elem)
+    assert float(C.recompute_time(m, full, gemm, core, elem, modules)) == pytest.approx(gemm + core + elem)
 
 
 def test_per_op_recompute_gathers_the_sequence_parallel_inputs_again(config):

@@ -631,9 +631,10 @@ def test_moe_dispatch_and_overlap_as_the_notes_name_them(compose):
 
 
 MOE_FAMILIES = {"deepseek": "DeepSeek", "qwen3": "Qwen3", "mixtral": "Mixtral", "llama4": "Llama.?4"}
-# Shipped medians (2026-11-26; only the launch floor is fitted to MoE rows) + ~2 points:
-# DeepSeek 10.2, Qwen3 8.7, Mixtral 3.3, Llama 4 24.2 %. The targets (every family <= 12 %, all rows <= 8 %) are not met.
-MOE_BOUNDS = {"deepseek": 12.0, "qwen3": 10.5, "mixtral": 6.0, "llama4": 26.0}
+# Shipped medians (2026-11-27; only the launch floor is fitted to MoE rows) + ~2 points:
+# DeepSeek 12.0 (10.9 before Megatron's recompute modules were priced as listed), Qwen3 8.7,
+# Mixtral 3.3, Llama 4 24.2 %. The targets (every family <= 12 %, all rows <= 8 %) are not met.
+MOE_BOUNDS = {"deepseek": 14.0, "qwen3": 10.5, "mixtral": 6.0, "llama4": 26.0}
 
 
 @pytest.fixture(scope="module")
@@ -645,7 +646,7 @@ def predicted_moe(compose):
 
 def test_moe_rows_are_placed_and_guarded_per_family(predicted_moe):
     """67 of 68 rows placed (target 95 %): the one left names its EP group, larger than the 32
-    GPUs of a pipeline stage. Every family's median |error| within its guard; all rows 9.6 %
+    GPUs of a pipeline stage. Every family's median |error| within its guard; all rows 9.9 %
     (p90 29.2 %), guarded at 11.5 %."""
     df = predicted_moe
     unplaced = df[df.predicted_iter_time_s.isna()]

@@ -16,6 +16,7 @@ from . import _hybrid as Hy
 from . import _latent as La
 from . import _mamba as Mb
 from . import _quantization as Q
+from . import _recompute_modules as Rm
 from . import _sac as Sac
 from . import _window as W
 from ._types import GPUSpec, ModelSpec, Training
@@ -199,15 +200,29 @@ def full_recompute_share(t: Training):
     return jnp.clip(t.recompute - 1.0, 0.0, 1.0)
 
 
-def recompute_time(m: ModelSpec, t: Training, gemm, core, elem):
+def recompute_time(m: ModelSpec, t: Training, gemm, core, elem, modules: Rm.ModuleParts):
     """Forward work repeated in the backward pass of one layer (s or FLOPs): the whole forward
-    for fully recomputed layers (Narayanan 2021 Eq. 3), for selective ones the attention core
-    (Korthikanti 2022 Sec. 4.2) or, under torchtitan's per-op policy, every second matmul and
-    the pointwise ops (_sac)."""
+    for fully recomputed layers (Narayanan 2021 Eq. 3), for selective ones the modules that
+    Megatron-Core recomputes (the attention core by default, Korthikanti 2022 Sec. 4.2;
+    ``modules``: their forward work, _recompute_modules) or, under torchtitan's per-op policy,
+    every second matmul and the pointwise ops (_sac)."""
     full = full_recompute_share(t)
     per_op = Sac.recomputed_matmul_share(m, mlp_width_per_token(m)) * gemm + elem
-    selective = jnp.where(t.selective_op > 0, per_op, core)
+    selective = jnp.where(t.selective_op > 0, per_op, Rm.repeated_forward(t, modules))
     return full * (gemm + core + elem) + (1.0 - full) * jnp.where(t.recompute >= 1, selective, 0.0)
+
+
+def recompute_module_flops(m: ModelSpec, seq_len, core):
+    """Forward FLOPs per sequence of one layer's recomputable modules (_recompute_modules),
+    averaged over the layers: the attention core (``core``), MLA's up-projections, the dense
+    MLP, the MoE layer (its top_k routed and its shared experts, router and latent
+    projections) and the shared experts; the norms and the activation move bytes only."""
+    s, f = seq_len, moe_layer_fraction(m)
+    return Rm.ModuleParts(
+        core_attn=core, mla_up_proj=2.0 * s * Hy.attention_share(m) * Rm.mla_up_params(m), layernorm=0.0,
+        moe_act=0.0, mlp=2.0 * s * dense_mlp_fraction(m) * mlp_params(m, m.ffn_hidden),
+        moe=2.0 * s * f * routed_mlp_params(m, m.top_k),
+        shared_experts=2.0 * s * f * m.n_shared_experts * mlp_params_per_expert(m))
 
 
 def hardware_flops_per_step(m: ModelSpec, t: Training):
@@ -215,11 +230,12 @@ def hardware_flops_per_step(m: ModelSpec, t: Training):
 
     Full recompute repeats every layer's forward (logits are not recomputed):
     96 B s L h^2 (1 + s/(6h) + V/(16 L h)), Narayanan 2021 Eq. 3. Selective recompute
-    repeats only the attention core (Korthikanti 2022 Sec. 4.2), or, under torchtitan's
-    per-op policy, every second matmul (_sac).
+    repeats the modules Megatron-Core recomputes (the attention core by default, Korthikanti
+    2022 Sec. 4.2; _recompute_modules), or, under torchtitan's per-op policy, every second
+    matmul (_sac).
     """
     gemm, core = layer_forward_flops(m, t.seq_len)
-    extra = recompute_time(m, t, gemm, core, 0.0)
+    extra = recompute_time(m, t, gemm, core, 0.0, recompute_module_flops(m, t.seq_len, core))
     return model_flops_per_step(m, t) + t.global_batch * m.n_layers * extra
 
 
@@ -297,9 +313,10 @@ def mixer_gemm_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp):
     return qkv, proj
 
 
-def layer_gemm_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0, etp=None):
-    """Forward time (s) of one layer's GEMMs for one micro-batch on one GPU, split into
-    (column-parallel: QKV and MLP up, row-parallel: attention output and MLP down).
+def mlp_gemm_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0, etp=None):
+    """Forward time (s) of one layer's MLP GEMMs for one micro-batch on one GPU, as (up, down)
+    pairs of its parts, each weighted by its share of the layers: (the dense MLP, the routed
+    experts with LatentMoE's projections, the shared experts).
 
     Tokens per GPU are b s / cp (context parallel splits the sequence); weights are split
     over tp (Megatron column/row parallel). Routed experts: expert parallelism places
@@ -308,15 +325,13 @@ def layer_gemm_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0, etp=
     depend on ep or etp, the GEMM shapes do (small experts at small ep are thin, memory-bound
     GEMMs), and the experts run as one grouped GEMM (GROUPED_GEMM_HALF_DIM_FACTOR); under
     LatentMoE they read and write the latent width, which two projections map from and back to
-    h (_latent). Shared experts see every token. A hybrid's Mamba-2 mixers run in_proj (column-parallel) and
-    out_proj (row-parallel, _mamba). Each kind is weighted by its share of the layers
-    (_hybrid, dense_mlp_fraction, moe_layer_fraction).
+    h (_latent). Shared experts see every token. Each kind is weighted by its share of the
+    layers (_hybrid, dense_mlp_fraction, moe_layer_fraction).
     """
     etp = tp if etp is None else etp
     rate = matmul_peak_flops(g, t)
     tokens = t.micro_batch * t.seq_len / cp
     h = m.hidden
-    qkv, proj = mixer_gemm_times(m, g, t, tp, cp)
 
     # (up incl. the gate, down) between d_model and width, width split over ``split``
     def mlp(n_tokens, width, split, half_dim_factor=1.0, d_model=h):
@@ -341,9 +356,19 @@ def layer_gemm_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0, etp=
     shared_up, shared_down = mlp(tokens, jnp.where(has_shared > 0, m.n_shared_experts, 1.0) * m.moe_ffn_hidden, tp)
     f = moe_layer_fraction(m)
     dense = dense_mlp_fraction(m)
-    up = dense * dense_up + f * (local_experts * expert_up + has_shared * shared_up + latent_down)
-    down = dense * dense_down + f * (local_experts * expert_down + has_shared * shared_down + latent_up)
-    return qkv + up, proj + down
+    return ((dense * dense_up, dense * dense_down),
+            (f * (local_experts * expert_up + latent_down), f * (local_experts * expert_down + latent_up)),
+            (f * has_shared * shared_up, f * has_shared * shared_down))
+
+
+def layer_gemm_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0, etp=None):
+    """Forward time (s) of one layer's GEMMs for one micro-batch on one GPU, split into
+    (column-parallel: QKV or a Mamba-2 mixer's in_proj, and MLP up; row-parallel: attention
+    output or out_proj, and MLP down): the mixer's (mixer_gemm_times) and the MLP's
+    (mlp_gemm_times)."""
+    qkv, proj = mixer_gemm_times(m, g, t, tp, cp)
+    dense, routed, shared = mlp_gemm_times(m, g, t, tp, cp, ep, etp)
+    return qkv + dense[0] + routed[0] + shared[0], proj + dense[1] + routed[1] + shared[1]
 
 
 def layer_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0, etp=None):
@@ -387,6 +412,48 @@ def layer_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0, etp=None)
     elementwise = elementwise_bytes / hbm_rate(g)
     mixer_forward, _ = mamba_mixer_times(m, g, tokens, tp)
     return column + row, core, elementwise + Hy.mamba_share(m) * mixer_forward
+
+
+def recompute_module_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, core, ep=1.0, etp=None):
+    """Forward time (s) of one layer's recomputable modules for one micro-batch on one GPU
+    (_recompute_modules), averaged over the layers as ``layer_times``: the attention core
+    (``core``); MLA's two up-projection GEMMs (column-parallel, from the latents every TP rank
+    holds); the two pre-norms and the routed experts' activation, at layer_times' bytes per
+    element; the dense MLP, the MoE layer (its routed and shared experts, their activation and
+    the permutation of the tokens, layer_times' 8 bytes per routed element) and the shared
+    experts, GEMMs and elementwise traffic. Recomputed GEMMs quantize their inputs again under
+    fp8 and fp4 recipes (_quantization)."""
+    rate = matmul_peak_flops(g, t)
+    tokens = t.micro_batch * t.seq_len / cp
+    h, f = m.hidden, moe_layer_fraction(m)
+    sp_div = jnp.where(t.seq_parallel > 0, tp, 1.0)
+    cast = Q.cast_bytes_per_element(t) / hbm_rate(g)
+    # MLA up-projections; a unit width stands in where a latent is absent (no 0/0 in a gradient).
+    has_q, has_kv = m.q_lora_rank > 0, m.kv_lora_rank > 0
+    q_rank, kv_rank = jnp.where(has_q, m.q_lora_rank, 1.0), jnp.where(has_kv, m.kv_lora_rank, 1.0)
+    up_q = jnp.where(has_q & has_kv, gemm_time(tokens, q_rank, m.n_heads * m.head_dim / tp, rate, g), 0.0)
+    up_kv = gemm_time(tokens, kv_rank, m.n_heads * (m.head_dim - m.qk_rope_head_dim + m.v_head_dim) / tp, rate, g)
+    mla = Hy.attention_share(m) * jnp.where(
+        has_kv, up_q + up_kv + cast * tokens * (m.q_lora_rank + m.kv_lora_rank), 0.0)
+    norms = 2.0 * tokens * 2.0 * Hy.sublayers(m) * h / sp_div / hbm_rate(g)
+
+    def activation(width):  # bytes of the bias-activation kernel over ``width`` (layer_times)
+        return 2.0 * tokens * 2.0 * (1.0 + m.glu) * width / tp / hbm_rate(g)
+
+    def block(gemms, width, inputs):  # GEMMs, activation, quantized GEMM inputs per token
+        return gemms[0] + gemms[1] + activation(width) + cast * tokens * inputs
+
+    dense, routed, shared = mlp_gemm_times(m, g, t, tp, cp, ep, etp)
+    routed_width, shared_width = f * m.top_k * m.moe_ffn_hidden, f * m.n_shared_experts * m.moe_ffn_hidden
+    dense_width = dense_mlp_fraction(m) * m.ffn_hidden
+    has_shared = jnp.where(m.n_shared_experts > 0, 1.0, 0.0)
+    shared_block = block(shared, shared_width, f * has_shared * h / sp_div + shared_width / tp)
+    permute = f * tokens * 8.0 * La.routed_width(m) * m.top_k / sp_div / hbm_rate(g)
+    moe = (block(routed, routed_width, f * m.top_k * La.routed_width(m) + routed_width / tp)
+           + shared_block + permute)
+    return Rm.ModuleParts(core_attn=core, mla_up_proj=mla, layernorm=norms, moe_act=activation(routed_width),
+                          mlp=block(dense, dense_width, dense_mlp_fraction(m) * h / sp_div + dense_width / tp),
+                          moe=moe, shared_experts=shared_block)
 
 
 def layer_block_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, gemm, core, elem_and_scan):
@@ -439,8 +506,9 @@ def microbatch_compute_time(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, layer
     multi-token-prediction modules on the last stage, 0 elsewhere).
     """
     gemm, core, elem = layer_times(m, g, t, tp, cp, ep, etp)
+    modules = recompute_module_times(m, g, t, tp, cp, core, ep, etp)
     per_layer = (3.0 * (gemm + elem) + (1.0 + core_backward_factor(t)) * core
-                 + recompute_time(m, t, gemm, core, elem))
+                 + recompute_time(m, t, gemm, core, elem, modules))
     tokens = t.micro_batch * t.seq_len / cp
     # A Mamba-2 mixer's backward is its kernels' own count, not twice the forward (_mamba).
     mixer_forward, mixer_backward = mamba_mixer_times(m, g, tokens, tp)

@@ -21,6 +21,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from . import _hybrid as hybrid
 from . import _pipeline as pipeline
 from . import _power
+from . import _recompute_modules as recompute_modules
 from . import _schedules as schedules
 from ._resources import CONF_DIR
 from ._types import ClusterSpec, Config, FabricSpec, GPUSpec, Job, Layout, ModelSpec, Training
@@ -162,6 +163,9 @@ class TrainingConf:
     # What selective recompute repeats: core_attention (Megatron, Korthikanti et al. 2022) | op
     # (torchtitan's per-op policy: every second matmul and the pointwise ops, _sac)
     selective_ac: str = "core_attention"
+    # What Megatron's selective recompute repeats, by module (_recompute_modules.MODULES;
+    # Megatron-Core's --recompute-modules, default core_attn); with selective_ac core_attention only
+    recompute_modules: list[str] = field(default_factory=lambda: ["core_attn"])
     zero_stage: int = 1
     hybrid_shard: bool = False  # ZeRO-3 only: shard inside a node, replicate across nodes (FSDP HYBRID_SHARD)
     zero3_collectives_per_layer: float = 1.0  # FSDP: 1 (one flat parameter per layer); DeepSpeed ZeRO-3: one per weight matrix
@@ -455,6 +459,13 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
         _fail("training.recompute", tr.recompute, " | ".join(RECOMPUTE))
     if tr.selective_ac not in SELECTIVE_AC:
         _fail("training.selective_ac", tr.selective_ac, " | ".join(SELECTIVE_AC))
+    for module in tr.recompute_modules:
+        if module not in recompute_modules.MODULES:
+            _fail("training.recompute_modules", module, " | ".join(recompute_modules.MODULES))
+    if "mla_up_proj" in tr.recompute_modules and not m.kv_lora_rank:
+        others = " | ".join(name for name in recompute_modules.MODULES if name != "mla_up_proj")
+        _fail("training.recompute_modules", "mla_up_proj",
+              f"{others} (mla_up_proj needs multi-latent attention, model.kv_lora_rank > 0)")
     if tr.precision not in PRECISION:
         _fail("training.precision", tr.precision, " | ".join(PRECISION))
     peak = PEAK_OF_PRECISION.get(PRECISION[tr.precision])
@@ -573,7 +584,9 @@ def to_config(cfg: DictConfig, layout: bool = True) -> Config:
     model.update(layer_counts(model))
     tr = dict(c["training"])
     training = dict(tr, seq_len=model["seq_len"], recompute=RECOMPUTE[tr["recompute"]],
-                    selective_op=SELECTIVE_AC[tr["selective_ac"]], low_precision=PRECISION[tr["precision"]])
+                    selective_op=SELECTIVE_AC[tr["selective_ac"]], low_precision=PRECISION[tr["precision"]],
+                    **{f"recompute_{name}": float(name in tr["recompute_modules"])
+                       for name in recompute_modules.MODULES})
     interval = c["job"]["ckpt_interval_s"]
     job = dict(c["job"], ckpt_auto=1.0 if interval is None else 0.0,
                ckpt_interval_s=1.0 if interval is None else interval)

@@ -27,6 +27,7 @@ from . import _memory as Mem
 from . import _offload as O
 from . import _pipeline as P
 from . import _power as Pw
+from . import _recompute_modules as Rm
 from . import _reliability as R
 from . import _schedules as S
 from ._types import Config
@@ -192,7 +193,9 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     # half of each all-reduce's bytes, are not saved; its reduce-scatters are: _sac).
     per_op = (t.recompute >= 1) & (t.selective_op > 0) & (t.seq_parallel > 0)
     sac_regather = (1.0 - recompute_full) * jnp.where(per_op, 0.5, 0.0)
-    n_tp_forward = layers_per_stage * per_layer * (1.0 + recompute_full + sac_regather)
+    # A recomputed MLP or MoE layer runs its own forward collective again (_recompute_modules).
+    module_tp = (1.0 - recompute_full) * Rm.repeated_tp_share(t, C.dense_mlp_fraction(m), C.moe_layer_fraction(m))
+    n_tp_forward = layers_per_stage * (per_layer * (1.0 + recompute_full + sac_regather) + module_tp)
     tp_raw = (n_tp_forward + per_layer * layers_per_stage) * tp_ar
     # With mp_comm_overlap the collectives are split into chunks pipelined with the GEMMs
     # that produce and consume them (Transformer Engine userbuffers, Megatron --tp-comm-overlap;
@@ -235,8 +238,10 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     two_hop = K.all_to_all_two_hop(token_bytes, m.top_k, lay.ep, E.ep_stride(lay), g, f, c)
     # The busiest rank receives (and sends back) its excess of tokens: the layer waits on it (_experts).
     a2a = jnp.where(t.ep_two_hop > 0, two_hop, flat) * E.busiest_rank_tokens(t)
-    # Dispatch and combine, forward and backward, and again in a recomputed forward.
-    ep_raw = moe_layers * (4.0 + 2.0 * recompute_full) * a2a
+    # Dispatch and combine, forward and backward, and again in a recomputed forward (of the
+    # whole layer, or of the MoE layer alone: _recompute_modules).
+    repeated_a2a = 2.0 * recompute_full + (1.0 - recompute_full) * Rm.repeated_all_to_alls(t)
+    ep_raw = moe_layers * (4.0 + repeated_a2a) * a2a
     # DeepSeek-V3's DualPipe hides them up to the compute window (report Sec. 3.2.1: "both
     # all-to-all and PP communication can be fully hidden"); Megatron-Core's 1F1B all-to-all
     # overlap (--overlap-moe-expert-parallel-comm) hides each beside one block of the other
@@ -244,7 +249,7 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     dualpipe = S.hides_dispatch(lay.schedule, lay.pp)
     mixer_fwd, mlp_fwd = C.layer_block_times(m, g, t, lay.tp, lay.cp, gemm, core, elem)
     paired = moe_layers * (Eo.exposed_per_layer(a2a, mixer_fwd, mlp_fwd, core, C.core_backward_factor(t))
-                           + 2.0 * recompute_full * a2a)
+                           + repeated_a2a * a2a)
     ep_mb = jnp.where(dualpipe, overlap(ep_raw, t_comp_mb, 1.0), jnp.where(t.ep_comm_overlap > 0, paired, ep_raw))
     # PP: activation forward, gradient backward per virtual stage. Each TP rank sends 1/tp of
     # it; without SP the receivers all-gather the rest over NVLink (scatter/gather

@@ -12,6 +12,7 @@ from . import _hybrid as Hy
 from . import _mamba as Mb
 from . import _offload as O
 from . import _pipeline as P
+from . import _recompute_modules as Rm
 from . import _schedules as S
 from ._types import Layout, ModelSpec, Training
 
@@ -72,7 +73,10 @@ def activation_bytes_per_layer(m: ModelSpec, lay: Layout, t: Training):
     A hybrid's layers hold one mixer or one MLP each (_hybrid): half the replicated term per
     mixer and per MLP, attention's terms on its share of the layers, a Mamba-2 mixer's own
     (_mamba.stored_activation_bytes_per_token, split over tp) on its share.
-    CP splits the sequence, so everything is divided by cp.
+    Megatron's selective recompute by module (``recompute_modules``) does not keep what its
+    modules would (module_bytes_not_kept). CP splits the sequence, so everything is divided by
+    cp. Returns (a layer as the run stores it, a layer whole as full recompute re-materialises
+    it in the backward pass).
     """
     s, b, h, tp, cp = t.seq_len, t.micro_batch, m.hidden, lay.tp, lay.cp
     sbh = s * b * h
@@ -89,12 +93,37 @@ def activation_bytes_per_layer(m: ModelSpec, lay: Layout, t: Training):
     routed_excess = (E.busiest_rank_tokens(t) - 1.0) * C.moe_layer_fraction(m) * m.top_k * m.moe_ffn_hidden
     split_mlp = s * b * (C.mlp_width_per_token(m) + routed_excess) * (4.0 + 2.0 * m.glu - low)
     scores = attn * 5.0 * m.n_heads * s * s * b
-    keep_scores = jnp.where((t.recompute < 1) & (t.flash_attention < 1), 1.0, 0.0)
+    # Selective recompute drops the attention core's scores (torchtitan's per-op policy and
+    # Megatron's default, core_attn), or what the modules it names would keep (_recompute_modules).
+    rc = Rm.flags(t)
+    core_recomputed = (t.recompute > 1) | ((t.recompute >= 1) & ((t.selective_op > 0) | (rc.core_attn > 0)))
+    keep_scores = jnp.where(~core_recomputed & (t.flash_attention < 1), 1.0, 0.0)
     sp_div = jnp.where(t.seq_parallel > 0, tp, 1.0)
     stored = replicated / sp_div + (split_attn + split_mlp + keep_scores * scores) / tp
+    selective = stored - module_bytes_not_kept(m, t, rc, s * b, low, sp_div, tp)
     full_recompute = 2.0 * sbh / sp_div
     share = C.full_recompute_share(t)  # block recompute: that share of the layers keeps only its input
-    return (share * full_recompute + (1.0 - share) * stored) / cp, stored / cp
+    return (share * full_recompute + (1.0 - share) * selective) / cp, stored / cp
+
+
+def module_bytes_not_kept(m: ModelSpec, t: Training, rc, tokens, low, sp_div, tp):
+    """Bytes of one layer's stored activations (``activation_bytes_per_layer``'s terms, per
+    micro-batch of ``tokens``) that Megatron's recomputed modules ``rc`` do not keep
+    (_recompute_modules): mla_up_proj the per-head Q, K and V; layernorm the two norms'
+    outputs where the linears would keep them in bf16 (a low-precision linear keeps its own
+    quantized copy); moe_act the routed experts' activation output, fc2's input; mlp, moe and
+    shared_experts everything their MLP term holds (the block's input, the norm's output, stays)."""
+    mla = jnp.where(m.kv_lora_rank > 0, 1.0, 0.0) * Hy.attention_share(m) * 2.0 * (
+        m.n_heads * m.head_dim + m.n_kv_heads * (m.head_dim + m.v_head_dim))
+    norms = 2.0 * (1.0 - low) * Hy.sublayers(m) * m.hidden
+    f, per_width = C.moe_layer_fraction(m), 4.0 + 2.0 * m.glu - low  # split_mlp's bytes per element
+    routed = f * E.busiest_rank_tokens(t) * m.top_k * m.moe_ffn_hidden  # with the busiest rank's excess
+    shared = f * m.n_shared_experts * m.moe_ffn_hidden
+    dense = C.dense_mlp_fraction(m) * m.ffn_hidden
+    return tokens * (rc.mla_up_proj * mla / tp + rc.layernorm * norms / sp_div
+                     + (1.0 - rc.moe) * rc.moe_act * (2.0 - low) * routed / tp
+                     + per_width * (rc.mlp * dense + rc.moe * (routed + shared)
+                                    + (1.0 - rc.moe) * rc.shared_experts * shared) / tp)
 
 
 def shard_groups(lay: Layout, t: Training, dp, gpus_per_node):

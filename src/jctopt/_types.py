@@ -127,6 +127,14 @@ class Training(NamedTuple):
     micro_batch: Array  # sequences per micro-batch per data-parallel rank
     recompute: Array  # 0 none, 1 selective (attention core), 2 full; 1 + share of layers in between (block)
     selective_op: Array  # 1 = selective recompute is torchtitan's per-op policy (_sac), 0 = the attention core
+    # Megatron-Core's selective recompute by module (_recompute_modules): 1 = recomputed
+    recompute_core_attn: Array
+    recompute_mla_up_proj: Array
+    recompute_layernorm: Array
+    recompute_moe_act: Array
+    recompute_mlp: Array
+    recompute_moe: Array
+    recompute_shared_experts: Array
     zero_stage: Array  # 0..3
     hybrid_shard: Array  # 1 = ZeRO-3 state sharded inside a node only, nodes are replicas (FSDP HYBRID_SHARD)
     zero3_collectives_per_layer: Array  # ZeRO-3 all-gathers (reduce-scatters) per layer and pass

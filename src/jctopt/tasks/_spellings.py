@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from .._recompute_modules import MODULES as MEGATRON_MODULES
+
 
 class RowError(Exception):
     """This row cannot be placed; the message becomes its ``reason``."""
@@ -170,6 +172,32 @@ def recompute_mode(cell) -> str:
             continue
         return "selective" if word in RECOMPUTE_MODULES | SELECTIVE_WORDS else word
     return ""
+
+
+# Megatron-Core's --recompute-modules as rows print them: in the recompute cell
+# ("selective:mla_up_proj,mlp") or the notes ("recompute_modules=[layernorm, moe_act, moe]"),
+# and the prose of a report ("RMSNorm and MLA up-projection recomputed", DeepSeek-V3 Sec. 3.2.3).
+# Megatron's other modules, of architectures outside the catalog (Gated DeltaNet / DeltaProduct,
+# DeepSeek-V4's hyper-connections): named, they are refused, not dropped.
+OTHER_MEGATRON_MODULES = ("gdn_norm_out", "gdp_in_proj", "gdp_qkv", "mhc")
+MODULE_PROSE = {"layernorm": r"\b(?:rms ?norm|layer ?norm)s?\b", "mla_up_proj": r"\bmla up.?proj(?:ection)?s?\b",
+                "core_attn": r"\b(?:core attention|attention core)\b"}
+
+
+def recompute_modules(cell, notes) -> list[str] | None:
+    """The Megatron modules a selective-recompute row names: those in the recompute cell (module
+    names, else the prose of MODULE_PROSE), else the notes' ``recompute_modules=[...]``; None
+    where neither names one (Megatron's default, core_attn). RowError for a module outside the
+    catalog's architectures."""
+    text = str(cell).lower()
+    names = re.findall(r"\b(" + "|".join(MEGATRON_MODULES + OTHER_MEGATRON_MODULES) + r")\b", text)
+    if not names:
+        names = [name for name, pattern in MODULE_PROSE.items() if re.search(pattern, text)]
+    if not names and (listed := re.search(r"recompute_modules\W*\[([^\]]*)\]", str(notes))):
+        names = re.findall(r"[a-z_]+", listed.group(1).lower())
+    if unknown := [n for n in names if n not in MEGATRON_MODULES]:
+        raise RowError(f"recompute module {unknown[0]!r} is not modelled ({', '.join(MEGATRON_MODULES)})")
+    return sorted(set(names), key=MEGATRON_MODULES.index) or None
 
 
 # Words that tables print in integer columns: sequence parallelism as a flag; the optimizer

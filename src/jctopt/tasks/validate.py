@@ -34,8 +34,8 @@ from ._catalog_models import (architecture_cells, catalog_model, hybrid_keys, hy
                               sliding_window)
 from ._risk import check_confidence, error_basis, log_quantiles
 from ._spellings import (COUNT_UNITS, MAX_NIC_GBIT, NO_FABRIC, RECOMPUTE, RECOMPUTE_ON,
-                         RowError, attention_kind, free_text_fabric, recompute_mode, row_gpu, row_precision,
-                         word_value)
+                         RowError, attention_kind, free_text_fabric, recompute_mode, recompute_modules, row_gpu,
+                         row_precision, word_value)
 from ._output import pyplot, save_plot
 
 DEFAULT_RUNS = "runs_dev.csv"  # shipped with the package (jctopt/data/validation/)
@@ -611,6 +611,8 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
                        "of Megatron recompute modules = selective)")
     tr.recompute = RECOMPUTE[recompute]
     tr.selective_ac = "op" if recompute == "selective" and _per_op_sac(row, torchtitan) else "core_attention"
+    if recompute == "selective" and tr.selective_ac == "core_attention":
+        tr.recompute_modules = recompute_modules(cell, row.get("notes", "")) or ["core_attn"]
     tr.seq_parallel = bool(_int(row, "sp", used, rule=int(year >= 2022 and lay.tp > 1)))
     tr.precision = precision
     tr.flash_attention = year >= 2023  # FlashAttention (2022) is standard in the 2023+ stacks
@@ -1196,6 +1198,9 @@ def report(df: pd.DataFrame, runs: Path) -> str:
               "- What selective recompute repeats (`selective_ac`): torchtitan's per-operator policy (`op`: every "
               "second matmul, the pointwise ops and the SP all-gathers; _sac) for torchtitan rows unless their "
               "notes name its layer-level policy; Megatron's attention core (`core_attention`) otherwise",
+              "- Which modules Megatron's selective recompute repeats (`recompute_modules`): those the recompute "
+              "cell lists (`selective:mla_up_proj,mlp`) or names in prose (RMSNorm, MLA up-projection), else "
+              "the notes' `recompute_modules=[...]`, else Megatron-Core's default, the attention core (`core_attn`)",
               "- Host launch time per MoE layer (`moe_host_s`): the training preset's, 0 where the notes name a "
               "full-iteration CUDA graph (`full_iteration`), CUDA graphs over token-dropping layers (static "
               "shapes), or Transformer Engine graphs over `moe_router` and `moe_preprocess` with the HybridEP "
