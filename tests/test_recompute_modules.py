@@ -124,3 +124,43 @@ def test_a_row_takes_its_modules(compose):
     assert list(cfg.training.recompute_modules) == ["mla_up_proj"]
     cfg, _ = validate.row_config(base, dict(row, recompute="selective"))
     assert list(cfg.training.recompute_modules) == ["core_attn"]
+
+
+SPACE = (*DSV3[:4], f"training.global_batch={GBS}", "training.flash_attention=true", "space.gpu=[gb200]",
+         "space.fabric=[ib_ndr400]", "space.n_gpus=[256]", "space.tp=[1]", "space.pp=[16]", "space.cp=[1]",
+         "space.ep=[8,16]", "space.vpp=[1]", "space.micro_batch=[1]", "space.zero_stage=[1]",
+         "space.precision=[mxfp8]", "space.ckpt_interval_s=[optimal]", "sweep.dtype=float64", "sweep.progress=false",
+         "sweep.keep=all")
+
+
+def test_the_space_searches_module_lists(compose, config, tmp_path):
+    """A recompute entry names its modules (``selective:moe,core_attn``); plain ``selective``
+    takes the training config's. Every row equals the scalar estimate of its configuration."""
+    from jctopt.tasks.sweep import run_sweep
+
+    choices = "[selective,'selective:moe,core_attn','selective:mla_up_proj,moe_act,layernorm']"
+    df = run_sweep(compose(*SPACE, f"space.recompute={choices}"), tmp_path)
+    assert len(df) == 6 and set(df.recompute) == {"selective", "selective:moe,core_attn",
+                                                    "selective:mla_up_proj,moe_act,layernorm"}
+    for _, r in df.iterrows():
+        mode, _, modules = r.recompute.partition(":")
+        listed = f"[{modules}]" if modules else "[core_attn]"
+        one = config(*SPACE[:6], "gpu=gb200", "fabric=ib_ndr400", "layout.n_gpus=256", "layout.tp=1", "layout.pp=16",
+                     f"layout.ep={r.ep}", "training.precision=mxfp8", f"training.recompute={mode}",
+                     f"training.recompute_modules={listed}")
+        est = jctopt.estimate(one)
+        for field in ("step_s", "mem_total", "hardware_flops_per_step"):
+            np.testing.assert_allclose(r[field], float(getattr(est, field)), rtol=1e-12, err_msg=(r.recompute, field))
+
+
+@pytest.mark.parametrize("entry, needle", [
+    ("'selective:attention'", r"space.recompute='selective:attention' is not allowed: modules among core_attn"),
+    ("'full:moe'", r"space.recompute='full:moe' is not allowed: none \| selective \| full, or selective:<modules>"),
+])
+def test_bad_space_recompute_entries_name_the_key(compose, entry, needle):
+    from jctopt._engine import build
+
+    with pytest.raises(ConfigError, match=needle):
+        build(compose(*SPACE, f"space.recompute=[{entry}]"))
+    with pytest.raises(ConfigError, match=r"space.recompute entry 'selective:mla_up_proj' is not allowed: mla_up_proj"):
+        build(compose("model=llama3_8b", "training.global_batch=64", "space.recompute=['selective:mla_up_proj']"))

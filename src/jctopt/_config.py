@@ -366,6 +366,21 @@ def _fail(key: str, value: Any, allowed: str) -> None:
     raise ConfigError(f"{key}={value!r} is not allowed: {allowed}")
 
 
+def recompute_choice(key: str, text: str, base_modules) -> tuple[float, list[float]]:
+    """(Training.recompute, the module flags in _recompute_modules.MODULES order) of a design-space
+    recompute entry: none | selective | full, selective with the training config's modules, or
+    ``selective:<module>,...`` with its own (Megatron-Core's names)."""
+    mode, _, listed = str(text).partition(":")
+    if mode not in RECOMPUTE or (listed and mode != "selective"):
+        _fail(key, text, f"{' | '.join(RECOMPUTE)}, or selective:<modules> "
+                         f"(any of {', '.join(recompute_modules.MODULES)})")
+    modules = [name.strip() for name in listed.split(",")] if listed else list(base_modules)
+    for name in modules:
+        if name not in recompute_modules.MODULES:
+            _fail(key, text, f"modules among {', '.join(recompute_modules.MODULES)}")
+    return RECOMPUTE[mode], [float(name in modules) for name in recompute_modules.MODULES]
+
+
 def check(cfg: DictConfig, layout: bool = True) -> None:
     """Reject impossible values, naming the key, the value and what is allowed.
 

@@ -25,7 +25,8 @@ import pandas as pd
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from ._config import PRECISION, RECOMPUTE, ConfigError, load_option, to_config
+from . import _recompute_modules as Rm
+from ._config import PRECISION, ConfigError, load_option, recompute_choice, to_config
 from ._jct import Estimate, Reason, estimate
 from ._schedules import SCHEDULES
 from ._space import INNER_AXES, SPLIT_AXES, Space, build_space
@@ -46,6 +47,7 @@ class Tables(NamedTuple):
     splits: dict  # SPLIT_AXES -> (n_splits,)
     low_precision: jax.Array  # (n_precisions,)
     recompute: jax.Array
+    recompute_modules: jax.Array  # (n_recompute, len(_recompute_modules.MODULES)) module flags
     zero_stage: jax.Array
     ckpt_auto: jax.Array  # 1 = Daly optimum
     ckpt_s: jax.Array
@@ -74,14 +76,25 @@ def ckpt_arrays(intervals_s, dtype) -> tuple[jax.Array, jax.Array]:
 
 
 def with_choices(base: Config, gpu: GPUSpec, fabric: FabricSpec, layout: Layout, *, global_batch, micro_batch,
-                 recompute, zero_stage, low_precision, ckpt_auto, ckpt_interval_s) -> Config:
-    """``base`` with the choices of one design-space point (scalars) or of a batch ((n,) arrays)."""
+                 recompute, zero_stage, low_precision, ckpt_auto, ckpt_interval_s, recompute_modules=None) -> Config:
+    """``base`` with the choices of one design-space point (scalars) or of a batch ((n,) arrays);
+    ``recompute_modules``: the module flags ((..., len(MODULES)), _recompute_modules), None keeps the base's."""
+    modules = {} if recompute_modules is None else {
+        f"recompute_{name}": recompute_modules[..., i] for i, name in enumerate(Rm.MODULES)}
     return base._replace(
         gpu=gpu, fabric=fabric, layout=layout,
         train=base.train._replace(global_batch=global_batch, micro_batch=micro_batch, recompute=recompute,
-                                  zero_stage=zero_stage, low_precision=low_precision),
+                                  zero_stage=zero_stage, low_precision=low_precision, **modules),
         job=base.job._replace(ckpt_auto=ckpt_auto, ckpt_interval_s=ckpt_interval_s),
     )
+
+
+def recompute_tables(choices: list[str], base: Config, dtype) -> tuple[jax.Array, jax.Array]:
+    """(Training.recompute, module flags) of each recompute choice; plain ``selective`` keeps the
+    base configuration's modules (training.recompute_modules)."""
+    base_modules = [name for name in Rm.MODULES if float(getattr(base.train, f"recompute_{name}")) > 0]
+    parsed = [recompute_choice("space.recompute", c, base_modules) for c in choices]
+    return jnp.asarray([p[0] for p in parsed], dtype), jnp.asarray([p[1] for p in parsed], dtype)
 
 
 def chunks_for_process(n_chunks: int, process_index: int, process_count: int) -> range:
@@ -168,7 +181,8 @@ def _decode(dec: Decoding, local, rows: Rows, tables: Tables, base: Config):
                schedule=s["schedule"]),
         global_batch=global_batch, micro_batch=s["micro_batch"], recompute=tables.recompute[digits["recompute"]],
         zero_stage=tables.zero_stage[digits["zero_stage"]], low_precision=tables.low_precision[digits["precision"]],
-        ckpt_auto=tables.ckpt_auto[ci], ckpt_interval_s=tables.ckpt_s[ci])
+        ckpt_auto=tables.ckpt_auto[ci], ckpt_interval_s=tables.ckpt_s[ci],
+        recompute_modules=tables.recompute_modules[digits["recompute"]])
     index = dict(digits, n_gpus=count_i, split=split_i)
     return cfg, index
 
@@ -275,13 +289,14 @@ class Engine:
         f = self.dtype
         inner = space.inner
         ckpt_auto, ckpt_s = ckpt_arrays(inner["ckpt_interval_s"], f)
+        recompute, recompute_modules = recompute_tables(inner["recompute"], base, f)
         tables = Tables(
             gpu=_stack("gpu", inner["gpu"], GPUSpec, f, space.gpu_overrides),
             fabric=_stack("fabric", inner["fabric"], FabricSpec, f),
             n_gpus=jnp.asarray(space.n_gpus, f),
             splits={k: jnp.asarray(v, f) for k, v in space.splits.items()},
             low_precision=jnp.asarray([PRECISION[p] for p in inner["precision"]], f),
-            recompute=jnp.asarray([RECOMPUTE[r] for r in inner["recompute"]], f),
+            recompute=recompute, recompute_modules=recompute_modules,
             zero_stage=jnp.asarray(inner["zero_stage"], f),
             ckpt_auto=ckpt_auto, ckpt_s=ckpt_s,
             global_batch=jnp.asarray(space.global_batch or 0, f),

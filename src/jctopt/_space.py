@@ -27,7 +27,8 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from . import _pipeline as pipeline
 from . import _schedules as schedules
-from ._config import PRECISION, RECOMPUTE, ConfigError, as_dict, catalog_names, layer_counts, load_option, node_sizes
+from ._config import (PRECISION, ConfigError, as_dict, catalog_names, layer_counts, load_option, node_sizes,
+                      recompute_choice)
 
 INNER_AXES = ("gpu", "fabric", "precision", "recompute", "zero_stage", "ckpt_interval_s")
 SPLIT_AXES = ("tp", "pp", "cp", "ep", "etp", "vpp", "schedule", "micro_batch", "accum")
@@ -115,6 +116,22 @@ def _choices(key: str, values: Any, allowed: Mapping | tuple) -> list:
             raise ConfigError(f"space.{key} entry {v!r} is not allowed: one of {', '.join(map(str, allowed))}")
     if len(set(values)) != len(values):
         raise ConfigError(f"space.{key}={values!r} is not allowed: entries must be unique")
+    return values
+
+
+def _recompute_choices(values: Any, model: DictConfig) -> list[str]:
+    """The recompute axis: none, selective (the training config's modules), full, or selective
+    recompute of named Megatron-Core modules (``selective:moe_act,layernorm``, _recompute_modules)."""
+    values = [str(v) for v in list(values)]
+    if not values:
+        raise ConfigError("space.recompute=[] is not allowed: at least one of none, selective, full")
+    for v in values:
+        recompute_choice("space.recompute", v, ["core_attn"])
+        if "mla_up_proj" in v.partition(":")[2] and not model.kv_lora_rank:
+            raise ConfigError(f"space.recompute entry {v!r} is not allowed: mla_up_proj needs multi-latent "
+                              f"attention (model.kv_lora_rank > 0; model={model.name})")
+    if len(set(values)) != len(values):
+        raise ConfigError(f"space.recompute={values!r} is not allowed: entries must be unique")
     return values
 
 
@@ -237,7 +254,7 @@ def build_space(space: DictConfig, model: DictConfig, global_batch: int, gpus_pe
         "gpu": gpus,
         "fabric": fabrics,
         "precision": _choices("precision", space.precision, tuple(PRECISION)),
-        "recompute": _choices("recompute", space.recompute, tuple(RECOMPUTE)),
+        "recompute": _recompute_choices(space.recompute, model),
         "zero_stage": _choices("zero_stage", space.zero_stage, (0, 1, 2, 3)),
         "ckpt_interval_s": _ckpt_values(space.ckpt_interval_s),
     }

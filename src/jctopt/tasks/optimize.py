@@ -33,8 +33,8 @@ from optuna.trial import TrialState
 from rich.console import Console
 from rich.progress import Progress
 
-from .._config import PRECISION, RECOMPUTE, ConfigError, to_config
-from .._engine import _stack, ckpt_arrays, with_choices
+from .._config import PRECISION, ConfigError, to_config
+from .._engine import _stack, ckpt_arrays, recompute_tables, with_choices
 from .._jct import Reason, estimate_batch
 from .._schedules import SCHEDULES
 from .._space import OPTIMAL, _ckpt_values, build_space, etp_axis, gpu_overrides, int_axis, schedule_axis
@@ -69,6 +69,7 @@ class Evaluator:
         self.global_batch = int(cfg.training.global_batch)
         self.gpu = _stack("gpu", axes["gpu"], GPUSpec, jnp.float64, gpu_overrides(cfg.space, axes["gpu"]))
         self.fabric = _stack("fabric", axes["fabric"], FabricSpec, jnp.float64)
+        self.recompute, self.recompute_modules = recompute_tables(axes["recompute"], self.base, jnp.float64)
 
     def __call__(self, params: list[dict]) -> pd.DataFrame:
         n = len(params)
@@ -77,6 +78,7 @@ class Evaluator:
         f = lambda a: jnp.asarray(a, jnp.float64)  # noqa: E731
         gi = np.array([self.axes["gpu"].index(g) for g in col["gpu"]])
         fi = np.array([self.axes["fabric"].index(x) for x in col["fabric"]])
+        ri = np.array([self.axes["recompute"].index(r) for r in col["recompute"]])
         dp = col["n_gpus"] / (col["tp"] * col["pp"] * col["cp"])
         gb = dp * col["micro_batch"] * col["accum"] if "accum" in col else np.full(len(pad), self.global_batch)
         ckpt_auto, ckpt_s = ckpt_arrays([math.nan if c == OPTIMAL else float(c) for c in col["ckpt_interval_s"]],
@@ -87,9 +89,9 @@ class Evaluator:
             batch, jax.tree.map(lambda a: a[gi], self.gpu), jax.tree.map(lambda a: a[fi], self.fabric),
             Layout(*(f(col[k]) for k in ("n_gpus", "tp", "pp", "cp", "ep", "vpp")), f(etp),
                    f([SCHEDULES[x] for x in col["schedule"]])),
-            global_batch=f(gb), micro_batch=f(col["micro_batch"]), recompute=f([RECOMPUTE[r] for r in col["recompute"]]),
+            global_batch=f(gb), micro_batch=f(col["micro_batch"]), recompute=self.recompute[ri],
             zero_stage=f(col["zero_stage"]), low_precision=f([PRECISION[p] for p in col["precision"]]),
-            ckpt_auto=ckpt_auto, ckpt_interval_s=ckpt_s)
+            ckpt_auto=ckpt_auto, ckpt_interval_s=ckpt_s, recompute_modules=self.recompute_modules[ri])
         est = estimate_batch(cfg)
         out = pd.DataFrame({k: np.asarray(getattr(est, k))[:n] for k in ("jct_s", "cost_usd", "mfu", "energy_kwh",
                                                                            "dp", "n_micro", "reason")})
