@@ -164,3 +164,22 @@ def test_bad_space_recompute_entries_name_the_key(compose, entry, needle):
         build(compose(*SPACE, f"space.recompute=[{entry}]"))
     with pytest.raises(ConfigError, match=r"space.recompute entry 'selective:mla_up_proj' is not allowed: mla_up_proj"):
         build(compose("model=llama3_8b", "training.global_batch=64", "space.recompute=['selective:mla_up_proj']"))
+
+
+def test_a_run_that_does_not_fit_is_told_which_modules_make_it_fit(config):
+    """DeepSeek-V3 on 1024 H100 (pp 16, ep 64) with the attention core recomputed needs 116 GB
+    per GPU; recomputing Megatron's light modules too (MLA's up-projections, the norms, the
+    experts' activation) fits, and the diagnosis says so with that configuration's JCT."""
+    from jctopt._diagnosis import diagnose
+
+    h100 = ("model=deepseek_v3", "gpu=h100_sxm", "training=modern", "layout.n_gpus=1024", "layout.tp=1",
+            "layout.pp=16", "layout.ep=64", "training.global_batch=4096", "training.flash_attention=true",
+            "training.recompute=selective")
+    core = config(*h100)
+    est = jctopt.estimate(core)
+    assert not bool(est.feasible) and float(est.mem_total) > float(est.mem_capacity)
+    light = jctopt.estimate(config(*h100, "training.recompute_modules=[core_attn,mla_up_proj,layernorm,moe_act]"))
+    assert bool(light.feasible)
+    text = diagnose(core, est)
+    assert (f"Fits with selective recompute of core_attn, mla_up_proj, layernorm and moe_act "
+            f"(training.recompute_modules): JCT {float(light.jct_s) / 86400:.1f} days.") in text

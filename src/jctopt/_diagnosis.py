@@ -14,6 +14,7 @@ import numpy as np
 
 from . import _compute as C
 from . import _pipeline as P
+from . import _recompute_modules as Rm
 from ._jct import Estimate, Reason, estimate_batch
 from ._schedules import ONE_F_ONE_B, ZB_H1
 from ._types import Config
@@ -46,6 +47,15 @@ def _tr(cfg: Config, **kw) -> Config:
     return cfg._replace(train=cfg.train._replace(**kw))
 
 
+# Megatron-Core's output-discarding recompute modules and the attention core (_recompute_modules).
+LIGHT_MODULES = ("core_attn", "mla_up_proj", "layernorm", "moe_act")
+
+
+def _modules(names) -> dict:
+    """Training's module flags with ``names`` recomputed and no other."""
+    return {f"recompute_{n}": jnp.asarray(float(n in names)) for n in Rm.MODULES}
+
+
 CHANGES = [
     Change("gradient accumulation x2 (global batch x2, one sync per twice the tokens)",
            lambda c: _tr(c, global_batch=c.train.global_batch * 2), lambda c: True),
@@ -63,6 +73,9 @@ CHANGES = [
            lambda c: c.layout.pp > 1 and c.layout.vpp == 1 and c.layout.schedule == ONE_F_ONE_B),
     Change("selective instead of full activation recompute",
            lambda c: _tr(c, recompute=jnp.asarray(1.0)), lambda c: c.train.recompute >= 2),
+    Change("selective recompute of core_attn, mla_up_proj, layernorm and moe_act (training.recompute_modules)",
+           lambda c: _tr(c, recompute=jnp.asarray(1.0), **_modules(LIGHT_MODULES)),
+           lambda c: c.train.recompute >= 1 and (c.model.n_experts > 1 or c.model.kv_lora_rank > 0)),
     Change("offloading the recomputed layers' activations to host memory instead (training.offload_layers)",
            lambda c: _tr(c, recompute=jnp.asarray(0.0), offload_layers=C.full_recompute_share(c.train)
                          * P.stage_layers(c.model.n_layers, c.layout.pp, c.layout.vpp, c.model.mtp_layers)[0]),
@@ -103,9 +116,12 @@ def diagnose(cfg: Config, est: Estimate) -> str:
     if not e["feasible"]:
         reason = Reason(int(e["reason"]))
         if reason == Reason.MEMORY:
-            return (f"does not fit: {e['mem_total'] / 1e9:.1f} GB needed per GPU, "
+            text = (f"does not fit: {e['mem_total'] / 1e9:.1f} GB needed per GPU, "
                     f"{e['mem_capacity'] / 1e9:.0f} GB available; raise tp/pp, ZeRO stage, recompute or "
                     "activation offloading.")
+            if best := best_change(cfg, np.inf):  # the candidate change that fits and runs fastest
+                text += f" Fits with {best[0]}: JCT {best[1] / 86400:.1f} days."
+            return text
         return f"infeasible: {reason.name.lower().replace('_', ' ')}."
     step = e["step_s"]
     name, worst = max(((OVERHEADS[k], e[k]) for k in OVERHEADS), key=lambda kv: kv[1])
