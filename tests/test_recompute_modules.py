@@ -105,6 +105,10 @@ def test_bad_module_lists_name_the_key(compose):
     ("selective (RMSNorm and MLA up-projection recomputed; paper Sec.3.2.3)", "", ["mla_up_proj", "layernorm"]),
     ("selective (default modules; yaml recompute_granularity=selective)", "", None),
     ("selective", "", None),
+    ("selective", "recompute_modules: moe_act, layernorm and CUDA graphs", ["layernorm", "moe_act"]),
+    ("selective", "--recompute-granularity selective --recompute-modules mla_up_proj mlp --moe-grouped-gemm",
+     ["mla_up_proj", "mlp"]),
+    ("selective", "recompute_modules=None", None),
 ])
 def test_module_lists_as_rows_print_them(cell, notes, modules):
     assert recompute_modules(cell, notes) == modules

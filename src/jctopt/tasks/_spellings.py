@@ -8,6 +8,7 @@ catalog and the documented defaults.
 
 from __future__ import annotations
 
+import itertools
 import re
 
 from .._recompute_modules import MODULES as MEGATRON_MODULES
@@ -184,6 +185,12 @@ MODULE_PROSE = {"layernorm": r"\b(?:rms ?norm|layer ?norm)s?\b", "mla_up_proj": 
                 "core_attn": r"\b(?:core attention|attention core)\b"}
 
 
+# The notes' list: recompute_modules=[a, b] (a config's repr), recompute_modules: a, b, or
+# Megatron's flag --recompute-modules a b.
+MODULE_LIST = re.compile(r"recompute[_-]modules\s*[=:]?\s*(\[[^\]]*\]|[a-z_]+(?:\s*,\s*[a-z_]+)*(?:\s+[a-z_]+)*)",
+                         re.IGNORECASE)
+
+
 def recompute_modules(cell, notes) -> list[str] | None:
     """The Megatron modules a selective-recompute row names: those in the recompute cell (module
     names, else the prose of MODULE_PROSE), else the notes' ``recompute_modules=[...]``; None
@@ -193,8 +200,11 @@ def recompute_modules(cell, notes) -> list[str] | None:
     names = re.findall(r"\b(" + "|".join(MEGATRON_MODULES + OTHER_MEGATRON_MODULES) + r")\b", text)
     if not names:
         names = [name for name, pattern in MODULE_PROSE.items() if re.search(pattern, text)]
-    if not names and (listed := re.search(r"recompute_modules\W*\[([^\]]*)\]", str(notes))):
-        names = re.findall(r"[a-z_]+", listed.group(1).lower())
+    if not names and (listed := MODULE_LIST.search(str(notes))):
+        words = re.findall(r"[a-z_]+", listed.group(1).lower())
+        if not listed.group(1).startswith("["):  # unbracketed: the module names up to the first other word
+            words = list(itertools.takewhile(lambda w: w in MEGATRON_MODULES + OTHER_MEGATRON_MODULES, words))
+        names = words
     if unknown := [n for n in names if n not in MEGATRON_MODULES]:
         raise RowError(f"recompute module {unknown[0]!r} is not modelled ({', '.join(MEGATRON_MODULES)})")
     return sorted(set(names), key=MEGATRON_MODULES.index) or None
