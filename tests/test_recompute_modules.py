@@ -79,8 +79,8 @@ def test_module_parts_are_the_layer_times_pieces(config):
     c = config(*DSV3, "training.recompute_modules=[moe]")
     m, g, t, lay = c.model, c.gpu, c.train, c.layout
     gemm, core, _ = C.layer_times(m, g, t, lay.tp, lay.cp, lay.ep, lay.etp)
-    parts = C.recompute_module_times(m, g, t, lay.tp, lay.cp, core, lay.ep, lay.etp)
     dense, routed, shared = C.mlp_gemm_times(m, g, t, lay.tp, lay.cp, lay.ep, lay.etp)
+    parts = C.recompute_module_times(m, g, t, lay.tp, lay.cp, core, (dense, routed, shared))
     qkv, proj = C.mixer_gemm_times(m, g, t, lay.tp, lay.cp)
     assert float(gemm) == pytest.approx(float(qkv + proj + sum(dense) + sum(routed) + sum(shared)), rel=1e-12)
     assert float(parts.core_attn) == float(core)

@@ -361,20 +361,20 @@ def mlp_gemm_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0, etp=No
             (f * has_shared * shared_up, f * has_shared * shared_down))
 
 
-def layer_gemm_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0, etp=None):
+def layer_gemm_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0, etp=None, mlp_gemms=None):
     """Forward time (s) of one layer's GEMMs for one micro-batch on one GPU, split into
     (column-parallel: QKV or a Mamba-2 mixer's in_proj, and MLP up; row-parallel: attention
     output or out_proj, and MLP down): the mixer's (mixer_gemm_times) and the MLP's
-    (mlp_gemm_times)."""
+    (``mlp_gemms``, mlp_gemm_times' where the caller has them)."""
     qkv, proj = mixer_gemm_times(m, g, t, tp, cp)
-    dense, routed, shared = mlp_gemm_times(m, g, t, tp, cp, ep, etp)
+    dense, routed, shared = mlp_gemm_times(m, g, t, tp, cp, ep, etp) if mlp_gemms is None else mlp_gemms
     return qkv + dense[0] + routed[0] + shared[0], proj + dense[1] + routed[1] + shared[1]
 
 
-def layer_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0, etp=None):
+def layer_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0, etp=None, mlp_gemms=None):
     """Forward time (s) of one layer for one micro-batch on one GPU, split into
     (GEMMs, attention core, memory-bound elementwise ops and the Mamba-2 scan)."""
-    column, row = layer_gemm_times(m, g, t, tp, cp, ep, etp)
+    column, row = layer_gemm_times(m, g, t, tp, cp, ep, etp, mlp_gemms)
     tokens = t.micro_batch * t.seq_len / cp
     h, d = m.hidden, head_dim(m)
     # Attention core, forward: per head (s/cp x d) @ (d x s) and (s/cp x s) @ (s x d), bf16
@@ -414,15 +414,15 @@ def layer_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0, etp=None)
     return column + row, core, elementwise + Hy.mamba_share(m) * mixer_forward
 
 
-def recompute_module_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, core, ep=1.0, etp=None):
+def recompute_module_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, core, mlp_gemms):
     """Forward time (s) of one layer's recomputable modules for one micro-batch on one GPU
     (_recompute_modules), averaged over the layers as ``layer_times``: the attention core
     (``core``); MLA's two up-projection GEMMs (column-parallel, from the latents every TP rank
     holds); the two pre-norms and the routed experts' activation, at layer_times' bytes per
     element; the dense MLP, the MoE layer (its routed and shared experts, their activation and
     the permutation of the tokens, layer_times' 8 bytes per routed element) and the shared
-    experts, GEMMs and elementwise traffic. Recomputed GEMMs quantize their inputs again under
-    fp8 and fp4 recipes (_quantization)."""
+    experts, GEMMs (``mlp_gemms``: mlp_gemm_times') and elementwise traffic. Recomputed GEMMs
+    quantize their inputs again under fp8 and fp4 recipes (_quantization)."""
     rate = matmul_peak_flops(g, t)
     tokens = t.micro_batch * t.seq_len / cp
     h, f = m.hidden, moe_layer_fraction(m)
@@ -443,7 +443,7 @@ def recompute_module_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, core, 
     def block(gemms, width, inputs):  # GEMMs, activation, quantized GEMM inputs per token
         return gemms[0] + gemms[1] + activation(width) + cast * tokens * inputs
 
-    dense, routed, shared = mlp_gemm_times(m, g, t, tp, cp, ep, etp)
+    dense, routed, shared = mlp_gemms
     routed_width, shared_width = f * m.top_k * m.moe_ffn_hidden, f * m.n_shared_experts * m.moe_ffn_hidden
     dense_width = dense_mlp_fraction(m) * m.ffn_hidden
     has_shared = jnp.where(m.n_shared_experts > 0, 1.0, 0.0)
@@ -505,8 +505,9 @@ def microbatch_compute_time(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, layer
     many output heads: the logits GEMM and the cross-entropy over them (1 +
     multi-token-prediction modules on the last stage, 0 elsewhere).
     """
-    gemm, core, elem = layer_times(m, g, t, tp, cp, ep, etp)
-    modules = recompute_module_times(m, g, t, tp, cp, core, ep, etp)
+    mlp_gemms = mlp_gemm_times(m, g, t, tp, cp, ep, etp)
+    gemm, core, elem = layer_times(m, g, t, tp, cp, ep, etp, mlp_gemms)
+    modules = recompute_module_times(m, g, t, tp, cp, core, mlp_gemms)
     per_layer = (3.0 * (gemm + elem) + (1.0 + core_backward_factor(t)) * core
                  + recompute_time(m, t, gemm, core, elem, modules))
     tokens = t.micro_batch * t.seq_len / cp
