@@ -60,7 +60,20 @@ def test_what_each_module_does_not_keep(config):
     assert base - stored("[core_attn,mla_up_proj]") == pytest.approx(2 * SEQ * (128 * 192 + 128 * 320), rel=1e-9)
     assert base - stored("[core_attn,moe_act]") == pytest.approx(2 * SEQ * 8 * 2048 * 58 / 61, rel=1e-9)
     assert base - stored("[core_attn,moe]") == pytest.approx(6 * SEQ * 9 * 2048 * 58 / 61, rel=1e-9)
-    assert stored("[core_attn,moe,moe_act]") == stored("[core_attn,moe]")  # the MoE keeps nothing either way
+    assert stored("[core_attn,moe,moe_act,shared_experts]") == stored("[core_attn,moe]")  # parts of the MoE layer
+
+
+def test_the_moe_layer_holds_its_activation_and_shared_experts(config):
+    """Recomputing the MoE layer repeats its activation and shared experts once, listed or not."""
+    moe = estimate(config, "[moe]")
+    listed = estimate(config, "[moe,moe_act,shared_experts]")
+    for field in ("step_s", "hardware_flops_per_step", "mem_total"):
+        assert float(listed._asdict()[field]) == float(moe._asdict()[field]), field
+    shared = estimate(config, "[shared_experts]")
+    none = estimate(config, "[]")
+    # DeepSeek-V3's shared expert: 3 x 7168 x 2048 weights in 58 of 61 layers
+    assert float(shared.hardware_flops_per_step) - float(none.hardware_flops_per_step) == pytest.approx(
+        GBS * 61 * 2 * SEQ * 3 * 7168 * 2048 * 58 / 61, rel=1e-9)
 
 
 def test_modules_apply_to_megatron_selective_recompute_only(config):

@@ -121,9 +121,8 @@ def module_bytes_not_kept(m: ModelSpec, t: Training, rc, tokens, low, sp_div, tp
     shared = f * m.n_shared_experts * m.moe_ffn_hidden
     dense = C.dense_mlp_fraction(m) * m.ffn_hidden
     return tokens * (rc.mla_up_proj * mla / tp + rc.layernorm * norms / sp_div
-                     + (1.0 - rc.moe) * rc.moe_act * (2.0 - low) * routed / tp
-                     + per_width * (rc.mlp * dense + rc.moe * (routed + shared)
-                                    + (1.0 - rc.moe) * rc.shared_experts * shared) / tp)
+                     + rc.moe_act * (2.0 - low) * routed / tp
+                     + per_width * (rc.mlp * dense + rc.moe * (routed + shared) + rc.shared_experts * shared) / tp)
 
 
 def shard_groups(lay: Layout, t: Training, dp, gpus_per_node):

@@ -47,9 +47,14 @@ class ModuleParts(NamedTuple):
 
 def flags(t: Training) -> ModuleParts:
     """The run's module flags (1 recomputed, 0 kept) where selective recompute is Megatron's by
-    module; all 0 otherwise (no recompute, torchtitan's per-op policy)."""
+    module; all 0 otherwise (no recompute, torchtitan's per-op policy). The routed experts'
+    activation and the shared experts are parts of the MoE layer: recomputed with it, they
+    are not counted again."""
     by_module = jnp.where((t.recompute >= 1) & (t.selective_op < 1), 1.0, 0.0)
-    return ModuleParts(*(by_module * getattr(t, f"recompute_{name}") for name in MODULES))
+    on = {name: by_module * getattr(t, f"recompute_{name}") for name in MODULES}
+    outside_moe = 1.0 - on["moe"]
+    return ModuleParts(**dict(on, moe_act=on["moe_act"] * outside_moe,
+                              shared_experts=on["shared_experts"] * outside_moe))
 
 
 def repeated_forward(t: Training, parts: ModuleParts):
