@@ -125,7 +125,7 @@ class Training(NamedTuple):
     seq_len: Array
     global_batch: Array  # sequences per optimizer step
     micro_batch: Array  # sequences per micro-batch per data-parallel rank
-    recompute: Array  # 0 none, 1 selective (attention core), 2 full; 1 + share of layers in between (block)
+    recompute: Array  # 0 none, 1 selective (the recompute_* modules: the attention core by default), 2 full; 1 + share of layers in between (block)
     selective_op: Array  # 1 = selective recompute is torchtitan's per-op policy (_sac), 0 = the attention core
     # Megatron-Core's selective recompute by module (_recompute_modules): 1 = recomputed
     recompute_core_attn: Array
