@@ -198,5 +198,6 @@ def test_a_run_that_does_not_fit_is_told_which_modules_make_it_fit(config):
     light = jctopt.estimate(config(*h100, "training.recompute_modules=[core_attn,mla_up_proj,layernorm,moe_act]"))
     assert bool(light.feasible)
     text = diagnose(core, est)
-    assert (f"Fits with selective recompute of core_attn, mla_up_proj, layernorm and moe_act "
-            f"(training.recompute_modules): JCT {float(light.jct_s) / 86400:.1f} days.") in text
+    assert (f"Fits with selective recompute of Megatron's light modules (training.recompute_modules: "
+            f"core_attn, layernorm, moe_act, and mla_up_proj under MLA): JCT {float(light.jct_s) / 86400:.1f} "
+            "days.") in text

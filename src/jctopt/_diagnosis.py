@@ -73,7 +73,8 @@ CHANGES = [
            lambda c: c.layout.pp > 1 and c.layout.vpp == 1 and c.layout.schedule == ONE_F_ONE_B),
     Change("selective instead of full activation recompute",
            lambda c: _tr(c, recompute=jnp.asarray(1.0)), lambda c: c.train.recompute >= 2),
-    Change("selective recompute of core_attn, mla_up_proj, layernorm and moe_act (training.recompute_modules)",
+    Change("selective recompute of Megatron's light modules (training.recompute_modules: core_attn, layernorm, "
+           "moe_act, and mla_up_proj under MLA)",
            lambda c: _tr(c, recompute=jnp.asarray(1.0), **_modules(LIGHT_MODULES)),
            lambda c: c.train.recompute >= 1 and (c.model.n_experts > 1 or c.model.kv_lora_rank > 0)),
     Change("offloading the recomputed layers' activations to host memory instead (training.offload_layers)",
