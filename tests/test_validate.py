@@ -564,6 +564,30 @@ def test_optimizer_sharding_and_sequence_parallel_cells_in_words(compose, cell, 
     assert validate.row_config(base, dict(row, sp="TRUE"))[0].training.seq_parallel
 
 
+def test_blank_cells_read_from_the_settings_the_notes_print(compose):
+    """A blank recompute cell is the notes' recompute_granularity (as a config's repr or Megatron's
+    flag; --recompute-activations is selective), stated, not defaulted; a blank zero_stage is
+    Megatron-FSDP's sharding strategy (optim_grads_params = 3 where none is named), sharded over
+    the whole data-parallel group. A filled cell wins over the notes."""
+    row = dict(_row(pd.read_csv(validation_file("runs_dev2.csv")), "nemofw2507_gb200_llama31_405b_128g"),
+               recompute=None, zero_stage=None)
+    base = compose("task=validate")
+    for notes, mode in (("--recompute-granularity full --recompute-method uniform --recompute-num-layers 1", "full"),
+                        ("yaml recompute_granularity=null", "none"), ("recompute_granularity: selective", "selective"),
+                        ("--recompute-activations", "selective")):
+        cfg, used = validate.row_config(base, dict(row, notes=notes))
+        assert cfg.training.recompute == mode and "recompute" not in used, notes
+    cfg, used = validate.row_config(base, dict(row, notes="recompute_granularity=full", recompute="none"))
+    assert cfg.training.recompute == "none"
+    for notes, stage in (("use_megatron_fsdp=True; data_parallel_sharding_strategy='optim_grads'", 2),
+                         ("--use-megatron-fsdp --fsdp-double-buffer", 3), ("use_megatron_fsdp=False", 1)):
+        cfg, used = validate.row_config(base, dict(row, notes=notes))
+        assert cfg.training.zero_stage == stage and ("zero_stage" in used) == (stage == 1), notes
+        assert not cfg.training.hybrid_shard or stage < 3, notes
+    cfg, _ = validate.row_config(base, dict(row, notes="--use-megatron-fsdp", zero_stage=1))
+    assert cfg.training.zero_stage == 1
+
+
 def test_runs_name_a_path_or_a_shipped_file(tmp_path):
     assert validate.runs_path(None) == VALIDATION_DIR / "runs_dev.csv"
     assert validate.runs_path("runs_dev2.csv") == VALIDATION_DIR / "runs_dev2.csv"
@@ -599,7 +623,8 @@ def test_expert_tensor_parallelism_and_folding(compose):
 
 
 def test_moe_dispatch_and_overlap_as_the_notes_name_them(compose):
-    """The recipe's a2a_overlap flag wins; DualPipe overlaps; 'overlap paths disabled' does not
+    """The recipe's a2a_overlap or overlap_moe_expert_parallel_comm setting wins (a config's repr
+    or Megatron's flag, given alone); DualPipe overlaps; 'overlap paths disabled' does not
     (nor does its TP or data-parallel traffic); Megatron-Bridge's full-iteration helpers overlap,
     and its v0.1.0rc4 launcher overlaps DeepSeek-V3 on H100 only; unnamed, overlap is off
     (Megatron-Core's default) and the row says it used that default. DeepEP, HybridEP and
@@ -613,6 +638,10 @@ def test_moe_dispatch_and_overlap_as_the_notes_name_them(compose):
              ("alltoall dispatcher, overlap paths disabled", False, False, False),
              ("calls: _benchmark_common(cfg) | _enable_hybridep_full_iteration_mxfp8(cfg)", True, True, False),
              ("perf config Megatron-Bridge@v0.1.0rc4 (6725f7049) qwen3_30b_a3b_llm_pretrain.yaml", False, False, False),
+             ("cfg.comm_overlap.overlap_moe_expert_parallel_comm = True", True, False, False),
+             ("--overlap-moe-expert-parallel-comm --delay-wgrad-compute --moe-flex-dispatcher-backend deepep",
+              True, True, False),
+             ("overlap_moe_expert_parallel_comm not set", False, False, True),
              ("", False, False, True)]
     for notes, overlap, two_hop, defaulted in cases:
         cfg, used = validate.row_config(base, dict(row, notes=notes))

@@ -210,6 +210,36 @@ def recompute_modules(cell, notes) -> list[str] | None:
     return sorted(set(names), key=MEGATRON_MODULES.index) or None
 
 
+# A setting as a run's notes print it: a config's repr or YAML (``moe_a2a_overlap=True``,
+# ``cfg.model.cpu_offloading_num_layers = 40``, ``use_megatron_fsdp: true``) or Megatron's
+# command-line flag (``--overlap-moe-expert-parallel-comm``, ``--cpu-offloading-num-layers 40``);
+# "_" and "-" alike, any case.
+SWITCH_WORDS = {"true": True, "1": True, "on": True, "false": False, "0": False, "off": False}
+
+
+def notes_setting(notes, *names: str) -> tuple[str, bool] | None:
+    """(value, given as a command-line flag) of the first of ``names`` the notes set: the word
+    after ``=``, ``:`` or, for a flag, a space ("" for a flag given alone); None where the notes
+    set none of them."""
+    for name in names:
+        words = r"[_-]".join(re.escape(w) for w in name.split("_"))
+        m = re.search(rf"(?<![\w-])(--)?{words}(?![\w-])(?:\s*[=:]\s*|(?<=\S)\s+(?=\w))?['\"]?([\w.]*)",
+                      str(notes), re.IGNORECASE)
+        if m and (m.group(1) or m.group(2)):
+            return m.group(2).lower(), bool(m.group(1))
+    return None
+
+
+def notes_switch(notes, *names: str) -> bool | None:
+    """On or off as the notes set one of the boolean options ``names`` (a flag given alone or
+    before another word: on); None where they set none."""
+    setting = notes_setting(notes, *names)
+    if setting is None:
+        return None
+    value, flag = setting
+    return SWITCH_WORDS.get(value, True if flag else None)
+
+
 # Words that tables print in integer columns: sequence parallelism as a flag; the optimizer
 # sharding by name (ZeRO-n; Megatron's distributed optimizer shards the optimizer state, ZeRO-1;
 # PyTorch FSDP/FSDP2 and HSDP shard parameters too, ZeRO-3; DDP shards nothing).

@@ -34,8 +34,8 @@ from ._catalog_models import (architecture_cells, catalog_model, hybrid_keys, hy
                               sliding_window)
 from ._risk import check_confidence, error_basis, log_quantiles
 from ._spellings import (COUNT_UNITS, MAX_NIC_GBIT, NO_FABRIC, RECOMPUTE, RECOMPUTE_ON,
-                         RowError, attention_kind, free_text_fabric, recompute_mode, recompute_modules, row_gpu,
-                         row_precision, word_value)
+                         RowError, attention_kind, free_text_fabric, notes_setting, notes_switch, recompute_mode,
+                         recompute_modules, row_gpu, row_precision, word_value)
 from ._output import pyplot, save_plot
 
 DEFAULT_RUNS = "runs_dev.csv"  # shipped with the package (jctopt/data/validation/)
@@ -79,9 +79,10 @@ DEFAULTS = {
     "etp": ("tp; 1 where ep x tp does not divide a stage's GPUs", "Megatron-Core's --expert-tensor-parallel-size "
             "defaults to tp; a run whose expert-parallel group could not also split each expert tp ways kept its "
             "experts whole (etp 1, MoE parallel folding), as Megatron-Bridge's MoE recipes set it"),
-    "ep_comm_overlap": ("off", "MoE all-to-alls exposed where the notes name neither a2a_overlap, DualPipe nor a "
-                        "recipe that sets it: Megatron-Core's --overlap-moe-expert-parallel-comm and Megatron-Bridge's "
-                        "CommOverlapConfig default to off; AutoModel and torchtitan lack the option"),
+    "ep_comm_overlap": ("off", "MoE all-to-alls exposed where the notes set neither moe_a2a_overlap nor "
+                        "overlap_moe_expert_parallel_comm and name neither DualPipe nor a recipe that sets it: "
+                        "Megatron-Core's --overlap-moe-expert-parallel-comm and Megatron-Bridge's CommOverlapConfig "
+                        "default to off; AutoModel and torchtitan lack the option"),
     "ep_two_hop": ("flat all-to-all", "two-hop dispatch (one fabric crossing per remote NVLink domain) only where the "
                    "notes name DeepEP, HybridEP or node-limited routing"),
     "gpus_per_node": ("the GPU's NVLink domain", "8 on HGX/DGX nodes, 72 on GB200/GB300 NVL72 racks (conf/gpu)"),
@@ -98,19 +99,26 @@ DEFAULTS = {
                      "the batch the row's own throughput and step time imply; a row stating neither: one "
                      "micro-batch per data-parallel replica (per pipeline stage under PP), as long-sequence "
                      "benchmarks run"),
-    "recompute": ("the least that fits", "none, else selective, else whole-layer recompute of the fewest layers "
-                  "per stage (Megatron's block method), up to full: the first the memory model says fits (the run "
+    "recompute": ("the notes' recompute_granularity; else the least that fits",
+                  "Megatron-Core's recompute_granularity (--recompute-activations: selective) where the notes print "
+                  "it; else none, else selective, else whole-layer recompute of the fewest layers per stage "
+                  "(Megatron's block method), up to full: the first the memory model says fits (the run "
                   "was measured, so it fit); from selective where the cell says only that recompute was on (yes, "
                   "on, true, enabled, 1)"),
     "offload_layers": ("0; on Megatron-Core stacks from 2025 with recompute blank, the fewest layers that fit if faster",
                        "where recompute is blank and the run needs some to fit, NeMo's and Megatron-Bridge's 2025-2026 "
                        "recipes may offload activations to host memory instead (Megatron-Core --cpu-offloading; GB200 "
                        "and GB300 Llama 3 70B/405B recipes): the model takes whichever of the two it finds faster"),
-    "zero_stage": ("3 in torchtitan and NeMo AutoModel rows; else 1 from 2023, else 0",
-                   "torchtitan and AutoModel shard with FSDP2 (ZeRO-3) over their data-parallel ranks by default; the "
-                   "distributed optimizer is the Megatron-Core/NeMo default from 2023 on; no optimizer sharding before"),
-    "hybrid_shard": ("full in torchtitan and AutoModel rows; else hybrid from 2024, else full",
-                     "ZeRO-3 rows whose notes name neither FULL_SHARD nor HYBRID_SHARD/HSDP: torchtitan and "
+    "zero_stage": ("Megatron-FSDP's sharding strategy where the notes turn it on; 3 in torchtitan and NeMo AutoModel "
+                   "rows; else 1 from 2023, else 0",
+                   "use_megatron_fsdp with data_parallel_sharding_strategy optim_grads_params / optim_grads / optim / "
+                   "no_shard = ZeRO-3 / 2 / 1 / 0 (unstated: optim_grads_params, Megatron-LM's default), sharded "
+                   "over the whole data-parallel group; torchtitan and AutoModel shard with FSDP2 (ZeRO-3) over their "
+                   "data-parallel ranks by default; the distributed optimizer is the Megatron-Core/NeMo default "
+                   "from 2023 on; no optimizer sharding before"),
+    "hybrid_shard": ("full in torchtitan and AutoModel rows and under Megatron-FSDP; else hybrid from 2024, else full",
+                     "ZeRO-3 rows whose notes name neither FULL_SHARD nor HYBRID_SHARD/HSDP: Megatron-FSDP shards over "
+                     "the whole data-parallel group; torchtitan and "
                      "AutoModel shard FSDP2 over every data-parallel rank (torchtitan data_parallel_shard_degree "
                      "-1, replicate degree 1); elsewhere PyTorch FSDP's HYBRID_SHARD as in the 2024 FSDP blog, "
                      "DeepSpeed's full partitioning before"),
@@ -275,8 +283,8 @@ def _glu(row, layers, hidden, ffn, heads, kv, vocab) -> tuple[int, str]:
 
 def _moe_dispatch(row) -> tuple[bool, bool, bool]:
     """(all-to-all overlapped, two-hop dispatch, overlap named) as the row's notes name them.
-    Overlap: the recipe's ``a2a_overlap`` / ``moe_a2a_overlap`` flag (Megatron-Core's
-    --overlap-moe-expert-parallel-comm), DualPipe (DeepSeek-V3 report Sec. 3.2.1), overlap stated
+    Overlap: the recipe's ``moe_a2a_overlap`` or ``overlap_moe_expert_parallel_comm`` setting
+    (Megatron-Core's --overlap-moe-expert-parallel-comm, in any of notes_setting's forms), DualPipe (DeepSeek-V3 report Sec. 3.2.1), overlap stated
     disabled, or a recipe known to set it (_a2a_overlap_recipe); where none is named, off:
     Megatron-Core's option and Megatron-Bridge's ``CommOverlapConfig.overlap_moe_expert_parallel_comm``
     default to off, and other stacks (AutoModel, torchtitan) lack it.
@@ -284,10 +292,10 @@ def _moe_dispatch(row) -> tuple[bool, bool, bool]:
     full-iteration helper) or DeepSeek's node-limited routing; where none is named, the flat
     all-to-all dispatcher."""
     notes = str(row.get("notes", ""))
-    flag = re.search(r"a2a_overlap\W*(true|false)", notes, re.IGNORECASE)
+    flag = notes_switch(notes, "moe_a2a_overlap", "a2a_overlap", "overlap_moe_expert_parallel_comm")
     named = True
-    if flag:
-        overlap = flag.group(1).lower() == "true"
+    if flag is not None:
+        overlap = flag
     elif re.search(r"dualpipe", notes, re.IGNORECASE):
         overlap = True
     elif _overlaps_disabled(row):
@@ -443,18 +451,47 @@ def _stated_hardware(cfg: DictConfig, row: dict) -> None:
 
 def _hybrid_shard(row, year: int) -> bool | None:
     """ZeRO-3 sharding strategy as the row's notes or its zero_stage cell name it (FSDP
-    ``FULL_SHARD``, or ``HYBRID_SHARD`` / HSDP); None where they name none."""
+    ``FULL_SHARD``, or ``HYBRID_SHARD`` / HSDP; Megatron-FSDP: full); None where they name none."""
     notes = f"{row.get('notes', '')} {re.sub(r'[ -]', '_', str(row.get('zero_stage', '')).upper())}"
     if "FULL_SHARD" in notes:
         return False
     if "HYBRID_SHARD" in notes or "HSDP" in notes:
         return True
+    if notes_switch(row.get("notes", ""), "use_megatron_fsdp"):
+        return False  # Megatron-FSDP shards over the whole data-parallel group unless told otherwise
     return None
+
+
+# Megatron-FSDP's sharding strategies (--data-parallel-sharding-strategy) as ZeRO stages;
+# Megatron-LM's flag defaults to optim_grads_params (megatron/training/arguments.py @d98e8a6).
+MEGATRON_FSDP_STAGES = {"optim_grads_params": "3", "optim_grads": "2", "optim": "1", "no_shard": "0"}
+# Megatron-Core's --recompute-granularity values (None / null: off) and the older
+# --recompute-activations (selective).
+GRANULARITY = {"full": "full", "selective": "selective", "none": "none", "null": "none"}
+
+
+def _settings_from_notes(row: dict) -> dict:
+    """``row`` with its blank recompute and zero_stage cells read from the settings its notes
+    print (notes_setting): Megatron-Core's ``recompute_granularity`` (``--recompute-activations``:
+    selective), and Megatron-FSDP (``use_megatron_fsdp``) with its sharding strategy as a ZeRO stage."""
+    notes = row.get("notes", "")
+    stated = {}
+    if _blank(row.get("recompute")):
+        granularity = notes_setting(notes, "recompute_granularity")
+        if granularity is not None and granularity[0] in GRANULARITY:
+            stated["recompute"] = GRANULARITY[granularity[0]]
+        elif notes_switch(notes, "recompute_activations"):
+            stated["recompute"] = "selective"
+    if _blank(row.get("zero_stage")) and notes_switch(notes, "use_megatron_fsdp"):
+        strategy = notes_setting(notes, "data_parallel_sharding_strategy")
+        stated["zero_stage"] = MEGATRON_FSDP_STAGES.get(strategy[0] if strategy else "optim_grads_params", "3")
+    return dict(row, **stated) if stated else row
 
 
 def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     """The Hydra config of one CSV row, and the defaults it needed."""
     used: list[str] = []
+    row = _settings_from_notes(row)
     key = catalog_model(row.get("model", ""), row.get("params_b"))
     hybrid = None if key is None else hybrid_layers(key)
     for cell in ("model", "attention"):
@@ -834,6 +871,7 @@ def _place(base: DictConfig, row: dict):
     that fits, or, where the row's stack offloads activations and states no offload, the
     fewest offloaded layers that fit if the model finds that faster (DEFAULTS["offload_layers"]);
     a blank ep on an MoE model the fastest (DEFAULTS["ep"], _fastest_ep)."""
+    row = _settings_from_notes(row)
     rc, used = row_config(base, row)
     if _ep_unstated(row, rc):
         return _fastest_ep(base, row, rc.model.n_experts)
@@ -875,9 +913,13 @@ def _nvfp4_bf16_share(row: dict, key: str | None, layers: int, recipe_default: f
 
 def _stated_offload_layers(row: dict) -> int | None:
     """Layers whose activations the row's notes say were offloaded to host memory: Megatron-Core's
-    ``cpu_offloading_num_layers`` (Megatron-Bridge), NeMo's ``activation_offload_layers``."""
-    m = re.search(r"(?:cpu_offloading_num_layers|activation_offload_layers)\W*(\d+)", str(row.get("notes", "")))
-    return int(m.group(1)) if m else None
+    ``cpu_offloading_num_layers`` (Megatron-Bridge; not where ``cpu_offloading`` is off), NeMo's
+    ``activation_offload_layers``."""
+    notes = row.get("notes", "")
+    setting = notes_setting(notes, "cpu_offloading_num_layers", "activation_offload_layers")
+    if setting is None or not setting[0].isdigit() or notes_switch(notes, "cpu_offloading") is False:
+        return None
+    return int(setting[0])
 
 
 def _offload_in_reach(row: dict) -> bool:
