@@ -3,6 +3,7 @@
 import pytest
 
 import jctopt
+from jctopt import _compute as C
 from jctopt import _host as H
 
 
@@ -22,19 +23,52 @@ def test_floor_counts_the_stage_moe_layers(config):
     assert float(H.launch_floor(dense.model, dense.train, 32.0)) == 0.0
 
 
+def _moe_block_forward_s(cfg, est):
+    """The MoE block's GPU forward time per micro-batch and layer: its GEMMs and half the layer's
+    elementwise work (_compute.layer_block_times), and its dispatch and combine, exposed here
+    (no overlap, no recompute: 48 layers x 4 all-to-alls per micro-batch)."""
+    m, g, t, lay = cfg.model, cfg.gpu, cfg.train, cfg.layout
+    gemm, core, elem = C.layer_times(m, g, t, lay.tp, lay.cp, lay.ep, lay.etp)
+    _, mlp_forward = C.layer_block_times(m, g, t, lay.tp, lay.cp, gemm, core, elem)
+    a2a = float(est.ep_comm_s) / (float(est.n_micro) * 48 * 4)
+    return float(mlp_forward) + 2 * a2a
+
+
 def test_launch_bound_step_runs_at_the_host_pace(config):
-    """With a floor above the GPU's micro-batch time the step is n_micro x the floor (no
-    pipeline, no data-parallel traffic beyond the gradient sync), and host_s is what the floor
-    adds; with the floor at 0 (a full-iteration CUDA graph) the GPU sets the pace."""
+    """With a floor above the GPU's micro-batch time, a third of the launches (the forward's)
+    come after the dispatcher's sync and are hidden by the MoE block's own GPU forward time
+    alone; the other two thirds (the backward's) by the backward's share of the GPU time. With
+    the floor at 0 (a full-iteration CUDA graph) the GPU sets the pace."""
+    cfg = _qwen3(config, "training.moe_host_s=0.05")
     graphed = jctopt.estimate(_qwen3(config, "training.moe_host_s=0.0"))
-    bound = jctopt.estimate(_qwen3(config, "training.moe_host_s=0.05"))
+    bound = jctopt.estimate(cfg)
     n = float(bound.n_micro)
     assert n == 64.0 and float(graphed.host_s) == 0.0
     gpu_mb = (float(graphed.compute_s) + float(graphed.ep_comm_s)) / n
-    assert gpu_mb < 48 * 0.05
-    assert float(bound.host_s) == pytest.approx(n * (48 * 0.05 - gpu_mb), rel=1e-9)
+    block = _moe_block_forward_s(cfg, graphed)
+    assert gpu_mb < 48 * 0.05 and block < 0.05 / 3
+    synced = 48 * (0.05 / 3 - block)
+    ahead = 2 / 3 * (48 * 0.05 - gpu_mb)
+    assert float(bound.host_s) == pytest.approx(n * (synced + ahead), rel=1e-9)
+    # The step exceeds the host's own time by the attention the GPU runs after each MoE block.
     parts = float(bound.compute_s) + float(bound.ep_comm_s) + float(bound.host_s)
-    assert parts == pytest.approx(n * 48 * 0.05, rel=1e-9)
+    assert parts == pytest.approx(n * (48 * 0.05 + gpu_mb / 3 - 48 * block), rel=1e-9)
+    assert parts > n * 48 * 0.05
+
+
+def test_sync_exposes_launches_a_long_attention_hides_no_more(config):
+    """A floor below the stage's whole GPU time but above the MoE block's forward (long
+    sequences: the attention dominates the layer): the backward's launches hide, the forward's
+    beyond the block do not: host_s = n x 48 x (h / 3 - block forward)."""
+    long = ("model.seq_len=16384", "training.global_batch=64", "training.flash_attention=true")
+    cfg = _qwen3(config, "training.moe_host_s=0.012", *long)
+    graphed = jctopt.estimate(_qwen3(config, "training.moe_host_s=0.0", *long))
+    est = jctopt.estimate(cfg)
+    n = float(est.n_micro)
+    gpu_mb = (float(graphed.compute_s) + float(graphed.ep_comm_s)) / n
+    block = _moe_block_forward_s(cfg, graphed)
+    assert 48 * 0.012 < gpu_mb and block < 0.012 / 3
+    assert float(est.host_s) == pytest.approx(n * 48 * (0.012 / 3 - block), rel=1e-9)
 
 
 def test_floor_below_the_gpu_time_changes_nothing(config):

@@ -12,7 +12,13 @@ CUDA graph replays the step without launches (``moe_host_s`` = 0).
 
 The floor is ``moe_host_s`` per MoE layer of the stage: the stage's per-micro-batch time is the
 larger of its GPU time and that floor (the host runs ahead of a busy GPU; a launch-bound one
-waits for it).
+waits for it). Except in each MoE forward: Megatron-Core's all-to-all dispatcher copies the
+token counts to the host and synchronizes the stream before the dispatch ("A synchronization is
+needed before expert parallel AlltoAll communication to get the `input_splits` and
+`output_splits` CPU values", megatron/core/transformer/moe/token_dispatcher.py @d98e8a6;
+DeepEP's dispatch waits for its received-token counts too). The GPU's queue is then empty: the
+launches of the MoE block that follows are hidden only by that block's own GPU time, however
+long the attention before it ran. The backward reuses the counts and syncs nowhere.
 """
 
 from __future__ import annotations
@@ -22,8 +28,24 @@ import jax.numpy as jnp
 from . import _compute as C
 from ._types import ModelSpec, Training
 
+# Share of an MoE layer's launches in its forward: the backward runs two GEMMs (data and weight
+# gradients) for each forward GEMM and the autograd functions of every other kernel, about
+# twice the forward's launches (assumption).
+FORWARD_LAUNCH_SHARE = 1.0 / 3.0
+
 
 def launch_floor(m: ModelSpec, t: Training, layers_on_stage):
     """Host time (s) to launch one micro-batch's forward and backward through a stage's MoE
     layers; 0 for a dense model."""
     return jnp.where(m.n_experts > 1, layers_on_stage * C.moe_layer_fraction(m) * t.moe_host_s, 0.0)
+
+
+def host_time(m: ModelSpec, t: Training, layers_on_stage, moe_layers, moe_block_forward_s, forwards, gpu_s):
+    """Host time (s) a stage's micro-batch adds to its GPU time ``gpu_s``: in each of ``forwards``
+    MoE forwards (1, 2 when the layer is recomputed) the forward launches of every one of its
+    ``moe_layers`` MoE layers beyond the MoE block's GPU forward time ``moe_block_forward_s``,
+    since the dispatcher's sync left the host no lead; the backward launches beyond the backward
+    GPU time (the same share of ``gpu_s``: the host runs ahead through the backward)."""
+    synced = forwards * moe_layers * jnp.maximum(FORWARD_LAUNCH_SHARE * t.moe_host_s - moe_block_forward_s, 0.0)
+    ahead = (1.0 - FORWARD_LAUNCH_SHARE) * jnp.maximum(launch_floor(m, t, layers_on_stage) - gpu_s, 0.0)
+    return jnp.where(m.n_experts > 1, synced + ahead, 0.0)

@@ -269,8 +269,11 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     mem = Mem.memory(m, lay, t, dp, n_micro, c.gpus_per_node)
     offload_mb = O.exposed_time(mem.offloaded_per_micro_batch, t_comp_mb, g)
     t_gpu_mb = t_comp_mb + tp_mb + cp_mb + ep_mb + pp_mb + offload_mb
-    # A stage cannot finish a micro-batch before the host has launched it (_host).
-    host_mb = jnp.maximum(H.launch_floor(m, t, layers_per_stage) - t_gpu_mb, 0.0)
+    # A stage cannot finish a micro-batch before the host has launched it, nor an MoE block
+    # before its launches after the dispatcher's sync (_host); the block's GPU work: its experts
+    # and, where nothing hides them, its dispatch and combine.
+    moe_block_forward = mlp_fwd + jnp.where(dualpipe | (t.ep_comm_overlap > 0), 0.0, 2.0 * a2a)
+    host_mb = H.host_time(m, t, layers_per_stage, moe_layers, moe_block_forward, 1.0 + 0.5 * repeated_a2a, t_gpu_mb)
     t_mb = t_gpu_mb + host_mb
     # Bubble per schedule (_schedules): the zero-bubble ones fill it with the stage's weight-
     # gradient GEMMs (as many FLOPs as its forward GEMMs).
