@@ -363,13 +363,16 @@ def _moe_layers_graphed(row) -> bool:
 # @067f987df0, the same shape, moe_router + moe_preprocess graphs: 24.71 s a step, the GPU
 # busy 22.82 s of it, 2026-07-25; in FP8 without graphs under HybridEP the same shape takes
 # 29.3-29.7 s, runs_moe_dev.csv's NeMo 26.04-26.06 rows).
-_GRAPH_SCOPE = re.compile(r"cuda_graph\w*\W+(?:transformer_engine\W*)?\[([^\]]*)\]", re.IGNORECASE)
+# The scope as a config prints it (cuda_graph_scope=['attn', 'moe_router']) or as Megatron's
+# flag takes it (--cuda-graph-scope attn moe_router moe_preprocess).
+_GRAPH_SCOPE = re.compile(r"cuda_graph\w*\W+(?:transformer_engine\W*)?\[([^\]]*)\]"
+                          r"|--cuda-graph-scope((?:\s+[a-z_]+)+)", re.IGNORECASE)
 
 
 def _te_scoped_hybridep(notes: str) -> bool:
     """Whether the notes name TE-scoped CUDA graphs over both moe_router and moe_preprocess
     and the HybridEP dispatcher."""
-    scopes = " ".join(_GRAPH_SCOPE.findall(notes)).lower()
+    scopes = " ".join(" ".join(groups) for groups in _GRAPH_SCOPE.findall(notes)).lower()
     return "moe_router" in scopes and "moe_preprocess" in scopes and "hybridep" in notes.lower()
 
 
