@@ -81,7 +81,8 @@ def test_validate_reads_offloaded_layers_from_the_notes(compose):
     assert "offload_layers" not in used
     flag = dict(row, notes="--cpu-offloading --cpu-offloading-num-layers 40 --recompute-granularity full")
     assert validate._stated_offload_layers(flag) == 40
-    assert validate._stated_offload_layers(dict(row, notes="cpu_offloading=False; cpu_offloading_num_layers=40")) is None
+    off = dict(row, notes="cpu_offloading=False; cpu_offloading_num_layers=40")
+    assert validate._stated_offload_layers(off) is None
 
 
 def test_a_silent_row_offloads_where_that_beats_recompute(compose):

@@ -284,8 +284,9 @@ def _glu(row, layers, hidden, ffn, heads, kv, vocab) -> tuple[int, str]:
 def _moe_dispatch(row) -> tuple[bool, bool, bool]:
     """(all-to-all overlapped, two-hop dispatch, overlap named) as the row's notes name them.
     Overlap: the recipe's ``moe_a2a_overlap`` or ``overlap_moe_expert_parallel_comm`` setting
-    (Megatron-Core's --overlap-moe-expert-parallel-comm, in any of notes_setting's forms), DualPipe (DeepSeek-V3 report Sec. 3.2.1), overlap stated
-    disabled, or a recipe known to set it (_a2a_overlap_recipe); where none is named, off:
+    (Megatron-Core's --overlap-moe-expert-parallel-comm, in any of notes_setting's forms),
+    DualPipe (DeepSeek-V3 report Sec. 3.2.1), overlap stated disabled, or a recipe known to set
+    it (_a2a_overlap_recipe); where none is named, off:
     Megatron-Core's option and Megatron-Bridge's ``CommOverlapConfig.overlap_moe_expert_parallel_comm``
     default to off, and other stacks (AutoModel, torchtitan) lack it.
     Two-hop: DeepEP or HybridEP (Megatron's flex dispatcher backends, named or set by a
