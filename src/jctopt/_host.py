@@ -48,4 +48,4 @@ def host_time(m: ModelSpec, t: Training, layers_on_stage, moe_layers, moe_block_
     GPU time (the same share of ``gpu_s``: the host runs ahead through the backward)."""
     synced = forwards * moe_layers * jnp.maximum(FORWARD_LAUNCH_SHARE * t.moe_host_s - moe_block_forward_s, 0.0)
     ahead = (1.0 - FORWARD_LAUNCH_SHARE) * jnp.maximum(launch_floor(m, t, layers_on_stage) - gpu_s, 0.0)
-    return jnp.where(m.n_experts > 1, synced + ahead, 0.0)
+    return synced + ahead  # 0 for a dense model: no MoE layers, no floor

@@ -273,7 +273,8 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     # before its launches after the dispatcher's sync (_host); the block's GPU work: its experts
     # and, where nothing hides them, its dispatch and combine.
     moe_block_forward = mlp_fwd + jnp.where(dualpipe | (t.ep_comm_overlap > 0), 0.0, 2.0 * a2a)
-    host_mb = H.host_time(m, t, layers_per_stage, moe_layers, moe_block_forward, 1.0 + 0.5 * repeated_a2a, t_gpu_mb)
+    moe_forwards = 1.0 + 0.5 * repeated_a2a  # the forward, and any recomputed one (two all-to-alls each)
+    host_mb = H.host_time(m, t, layers_per_stage, moe_layers, moe_block_forward, moe_forwards, t_gpu_mb)
     t_mb = t_gpu_mb + host_mb
     # Bubble per schedule (_schedules): the zero-bubble ones fill it with the stage's weight-
     # gradient GEMMs (as many FLOPs as its forward GEMMs).

@@ -214,7 +214,8 @@ def recompute_modules(cell, notes) -> list[str] | None:
 # ``cfg.model.cpu_offloading_num_layers = 40``, ``use_megatron_fsdp: true``) or Megatron's
 # command-line flag (``--overlap-moe-expert-parallel-comm``, ``--cpu-offloading-num-layers 40``);
 # "_" and "-" alike, any case.
-SWITCH_WORDS = {"true": True, "1": True, "on": True, "false": False, "0": False, "off": False}
+BOOLEAN_WORDS = {"true": True, "yes": True, "on": True, "enabled": True, "1": True,
+                 "false": False, "no": False, "off": False, "disabled": False, "0": False}
 
 
 def notes_setting(notes, *names: str) -> tuple[str, bool] | None:
@@ -237,14 +238,13 @@ def notes_switch(notes, *names: str) -> bool | None:
     if setting is None:
         return None
     value, flag = setting
-    return SWITCH_WORDS.get(value, True if flag else None)
+    return BOOLEAN_WORDS.get(value, True if flag else None)
 
 
 # Words that tables print in integer columns: sequence parallelism as a flag; the optimizer
 # sharding by name (ZeRO-n; Megatron's distributed optimizer shards the optimizer state, ZeRO-1;
 # PyTorch FSDP/FSDP2 and HSDP shard parameters too, ZeRO-3; DDP shards nothing).
-SP_WORDS = {"true": "1", "yes": "1", "on": "1", "enabled": "1", "false": "0", "no": "0", "off": "0",
-            "disabled": "0", "none": "0"}
+SP_WORDS = {word: str(int(on)) for word, on in BOOLEAN_WORDS.items()} | {"none": "0"}
 ZERO_WORDS = [(r"zero\W*(?:stage\W*)?([0-3])\b", None), (r"\b(?:fsdp2?|hsdp|full.?shard|hybrid.?shard)\b", "3"),
               (r"\bdist(?:ributed)?.?opt(?:imizer)?\b", "1"), (r"^(?:ddp|none|no|off|false)$", "0")]
 

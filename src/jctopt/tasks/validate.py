@@ -875,7 +875,6 @@ def _place(base: DictConfig, row: dict):
     that fits, or, where the row's stack offloads activations and states no offload, the
     fewest offloaded layers that fit if the model finds that faster (DEFAULTS["offload_layers"]);
     a blank ep on an MoE model the fastest (DEFAULTS["ep"], _fastest_ep)."""
-    row = _settings_from_notes(row)
     rc, used = row_config(base, row)
     if _ep_unstated(row, rc):
         return _fastest_ep(base, row, rc.model.n_experts)
