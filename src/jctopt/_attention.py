@@ -29,13 +29,26 @@ does not itemise, and stays until they are found.
 
 One call per layer, micro-batch and pass is charged; context parallelism's ring steps are not
 counted apart.
+
+FP8 attention (Transformer Engine's ``fp8_dot_product_attention``, cuDNN's FP8 fused kernel):
+the two GEMMs of the core run on the fp8 tensor cores, the softmax does not, so the gain depends
+on how much of the kernel's time is tensor work. The same cuDNN benchmark, fp8 against bf16,
+forward + backward, causal, s = 4096 and 8192 (mean of the two): heads with their own K/V (DeepSeek-V3's
+MLA shape, 128 heads of 192/128, and Kimi's, 64 heads) 1.59x on GB200 and 1.75x on GB300; grouped-query
+heads (Llama 3.1's 64 query / 8 KV heads of 128) 1.11x and 1.25x, their backward barely faster;
+on H200 (cuDNN 9.19, Llama shape) 1.08x at 4096 and 0.90x at 8192. The catalog carries the two
+ratios per GPU (``fp8_attn_speedup``, ``fp8_attn_speedup_gqa``; 1 where none is measured), and
+the core's time (fixed cost included) is divided by the one for the model's heads. Not modelled:
+the same benchmark's FP8 backward of a 128-token sliding window (gpt-oss's band, 128 heads of 64)
+visits the whole causal square, 0.39x the bf16 kernel's speed forward + backward at s = 4096 on GB300;
+windowed layers take the ratio of their heads as the others.
 """
 
 from __future__ import annotations
 
 import jax.numpy as jnp
 
-from ._types import GPUSpec, Training
+from ._types import GPUSpec, ModelSpec, Training
 
 # Fixed time of one forward attention call (s): the 99 us of a forward + backward pair split as
 # the FLOPs are (backward = 2.5 x forward, _compute.core_backward_factor): 99 / 3.5. Measured
@@ -51,3 +64,12 @@ def flash_forward_time(half_square_flops, g: GPUSpec, t: Training):
     own kernel and the catalog has its rate, plus the fixed cost of the call."""
     eff = jnp.where((t.fused_attention > 0) & (g.fused_attn_eff > 0), g.fused_attn_eff, g.attn_eff)
     return half_square_flops / (1e12 * g.peak_bf16_tflops * eff) + ATTENTION_CALL_S
+
+
+def fp8_speedup(m: ModelSpec, g: GPUSpec, t: Training):
+    """Divisor of the fused attention core's time under FP8 attention: the catalog's measured
+    bf16 / fp8 ratio for the model's heads (grouped-query where a KV head serves several query
+    heads, else heads with their own K/V, as MLA's), 1 without FP8 attention or where the GEMMs
+    are not in a low precision (Transformer Engine runs FP8 attention inside its fp8 recipe)."""
+    ratio = jnp.where(m.n_kv_heads < m.n_heads, g.fp8_attn_speedup_gqa, g.fp8_attn_speedup)
+    return jnp.where((t.fp8_attention > 0) & (t.low_precision >= 1), ratio, 1.0)

@@ -391,6 +391,8 @@ def layer_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, ep=1.0, etp=None,
              + windowed * A.flash_forward_time(W.square_share(m.attention_window, t.seq_len) * core_flops, g, t))
     scores = t.micro_batch * m.n_heads / tp * t.seq_len * t.seq_len / cp
     unfused = core_flops / (bf16_matmul_flops(g) * d / (d + g.matmul_half_dim)) + 12.0 * scores / hbm_rate(g)
+    # FP8 attention runs the fused kernel's GEMMs at the fp8 rate (_attention.fp8_speedup).
+    flash = flash / A.fp8_speedup(m, g, t)
     core = Hy.attention_share(m) * jnp.where(t.flash_attention > 0, flash, unfused)
     # Elementwise traffic (bytes, bf16) of Megatron's fused kernels, per token: two layer
     # norms (read + write h: 2 x 2h), two bias-dropout-adds (read output and residual, write

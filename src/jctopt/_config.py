@@ -94,6 +94,11 @@ class GPUConf:
     matmul_half_dim: float = MISSING
     attn_eff: float = MISSING
     fused_attn_eff: float = 0.0  # cuDNN fused attention fwd+bwd / bf16 peak on this architecture (0: none, attn_eff's kernel)
+    # FP8 fused attention (Transformer Engine's fp8_dot_product_attention): bf16 / fp8 time of the
+    # attention core, fwd + bwd, for heads with their own K/V (MHA, MLA) and for grouped-query heads;
+    # 1 = no FP8 attention kernel measured on this GPU: priced as the bf16 one (_attention)
+    fp8_attn_speedup: float = 1.0
+    fp8_attn_speedup_gqa: float = 1.0
     mem_eff: float = MISSING
     nvlink_eff: float = MISSING
     nvls_eff: float = 0.0
@@ -172,6 +177,7 @@ class TrainingConf:
     seq_parallel: bool = True
     flash_attention: bool = True
     fused_attention: bool = False  # Transformer Engine's cuDNN attention (Megatron-Core, NeMo) instead of FlashAttention-2
+    fp8_attention: bool = False  # the fused attention core in FP8 (Megatron fp8_dot_product_attention); fp8/mxfp8/nvfp4 only
     fused_elementwise: bool = True  # norms, activation, RoPE fused (TE, Apex, XLA, torch.compile); false: eager PyTorch (_eager)
     precision: str = "bf16"  # bf16 | fp16 | fp8 | mxfp8 | nvfp4 (PRECISION)
     grad_bytes: float = 2.0
@@ -389,7 +395,7 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
         "model": ["n_layers", "hidden", "ffn_hidden", "n_heads", "vocab", "seq_len", "n_experts", "top_k"],
         "gpu": ["peak_bf16_tflops", "hbm_gb", "hbm_tbps", "nvlink_gbps", "nvlink_domain", "tdp_w",
                 "matmul_eff", "matmul_half_dim", "attn_eff", "mem_eff", "nvlink_eff", "nvlink_latency_us", "ll_latency_us", "mtbf_gpu_h",
-                "host_link_gbps"],
+                "host_link_gbps", "fp8_attn_speedup", "fp8_attn_speedup_gqa"],
         "fabric": ["nic_gbit", "nic_eff", "latency_us", "host_copy_gbps", "mtbf_nic_h", "mtbf_switch_h"],
         "cluster": ["gpus_per_node", "nics_per_node", "switch_radix", "mtbf_node_h",
                     "storage_write_gbps", "storage_read_gbps", "staging_gbps", "power_frac", "pue"],
@@ -487,6 +493,10 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
     if peak is not None and gpu[peak] <= 0:
         supported = [p for p, level in PRECISION.items() if level == 0 or gpu[PEAK_OF_PRECISION[level]] > 0]
         _fail("training.precision", tr.precision, f"{' | '.join(supported)} (gpu={gpu.name} has no {tr.precision} tensor cores)")
+    if tr.fp8_attention and PRECISION[tr.precision] == 0:
+        _fail("training.fp8_attention", tr.fp8_attention,
+              f"false with training.precision={tr.precision} (FP8 attention runs inside an fp8 recipe: "
+              "precision fp8, mxfp8 or nvfp4)")
     if tr.zero_stage not in (0, 1, 2, 3):
         _fail("training.zero_stage", tr.zero_stage, "0, 1, 2 or 3")
     if (allowed := node_sizes(gpu, cl.gpus_per_node)) is not None:

@@ -27,7 +27,7 @@ DISCRETE = {
     "fabric": {"rdma", "sharp"},
     "cluster": {"gpus_per_node", "nics_per_node", "rail_optimized", "switch_radix"},
     "layout": {"n_gpus", "tp", "pp", "cp", "ep", "vpp", "etp", "schedule"},
-    "train": {"recompute", "zero_stage", "seq_parallel", "flash_attention", "fused_attention", "low_precision", "micro_batch", "global_batch"},
+    "train": {"recompute", "zero_stage", "seq_parallel", "flash_attention", "fused_attention", "fp8_attention", "low_precision", "micro_batch", "global_batch"},
     "job": {"ckpt_auto", "ckpt_async"},
 }
 HYDRA_GROUP = {"train": "training"}  # pytree group -> config group, for the names users type

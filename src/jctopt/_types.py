@@ -67,6 +67,8 @@ class GPUSpec(NamedTuple):
     matmul_half_dim: Array  # GEMM dimension at which efficiency is half its maximum
     attn_eff: Array  # fused (flash) attention fwd+bwd sustained / bf16 peak, FLOPs counted as FlashAttention does; the fixed cost per call is _attention's
     fused_attn_eff: Array  # the architecture's own fused attention kernel (cuDNN via Transformer Engine), fwd+bwd sustained / bf16 peak as attn_eff; 0: none faster than attn_eff's
+    fp8_attn_speedup: Array  # bf16 / fp8 time of the fused attention core, fwd+bwd, heads with their own K/V (MHA, MLA); 1 = none measured
+    fp8_attn_speedup_gqa: Array  # the same for grouped-query heads
     mem_eff: Array  # achieved / peak HBM bandwidth for streaming kernels
     nvlink_eff: Array  # ring all-reduce bus bandwidth / nvlink_gbps
     nvls_eff: Array  # NVLS all-reduce bus bandwidth / (2 * nvlink_gbps)
@@ -141,6 +143,7 @@ class Training(NamedTuple):
     seq_parallel: Array  # 1 = Megatron sequence parallelism with TP
     flash_attention: Array  # 1 = attention scores are never stored
     fused_attention: Array  # 1 = Transformer Engine's cuDNN fused attention (at fused_attn_eff where the GPU has it), 0 = FlashAttention-2
+    fp8_attention: Array  # 1 = the fused attention core in FP8 where the GEMMs are (low_precision >= 1), _attention
     fused_elementwise: Array  # 1 = norms, activation, RoPE as fused kernels (TE, Apex, XLA, torch.compile), 0 = eager PyTorch (_eager)
     low_precision: Array  # GEMMs in 0 bf16/fp16, 1 fp8 or MXFP8, 2 NVFP4 (_config.PRECISION)
     grad_bytes: Array  # bytes per gradient element on the wire

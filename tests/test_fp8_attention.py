@@ -1,0 +1,77 @@
+"""FP8 attention (_attention.fp8_speedup): the core's time against cuDNN's measured bf16 / fp8
+ratio, the heads that pick the ratio, the precisions it needs, and validate reading the recipe's
+fp8_dot_product_attention."""
+
+import pandas as pd
+import pytest
+
+import jctopt
+from jctopt import ConfigError
+from jctopt import _compute as C
+from jctopt._resources import validation_file
+from jctopt.tasks import validate
+
+# NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training/results @3929da2, causal, non-deterministic
+# backward: (forward + backward ms in bf16, the same in fp8) at s = 4096 and 8192.
+CUDNN_GB300_DSV3 = [(0.864 + 3.127, 0.493 + 1.803), (3.013 + 11.074, 1.758 + 6.188)]    # 128 heads, 192/128
+CUDNN_GB300_KIMI = [(0.421 + 1.548, 0.244 + 0.904), (1.466 + 5.466, 0.865 + 3.064)]     # 64 heads, 192/128
+CUDNN_GB200_LLAMA = [(0.391 + 1.198, 0.305 + 1.167), (1.397 + 4.127, 1.074 + 3.781)]    # 64 query / 8 KV heads
+
+
+def _mean_ratio(*tables):
+    ratios = [bf16 / fp8 for table in tables for bf16, fp8 in table]
+    return sum(ratios) / len(ratios)
+
+
+def _cores(config, *overrides):
+    base = ("training.flash_attention=true", "training.fused_attention=true", "training.micro_batch=1", *overrides)
+    off, on = config(*base), config(*base, "training.fp8_attention=true")
+    core_off = C.layer_times(off.model, off.gpu, off.train, 1.0, 1.0)[1]
+    core_on = C.layer_times(on.model, on.gpu, on.train, 1.0, 1.0)[1]
+    return float(core_off), float(core_on)
+
+
+@pytest.mark.parametrize("overrides, measured", [
+    (("gpu=gb300", "model=deepseek_v3", "training.precision=mxfp8"), _mean_ratio(CUDNN_GB300_DSV3, CUDNN_GB300_KIMI)),
+    (("gpu=b300", "model=deepseek_v3", "training.precision=fp8"), _mean_ratio(CUDNN_GB300_DSV3, CUDNN_GB300_KIMI)),
+    (("gpu=gb200", "model=llama3_70b", "training.precision=fp8"), _mean_ratio(CUDNN_GB200_LLAMA))])
+def test_fp8_core_runs_at_the_measured_ratio(config, overrides, measured):
+    """MLA heads (their own K/V) take the MHA/MLA ratio, Llama's grouped-query heads the GQA one:
+    the whole core (fixed cost included) divided by the benchmark's mean, within 1 %."""
+    core_off, core_on = _cores(config, *overrides)
+    assert core_off / core_on == pytest.approx(measured, rel=0.01)
+
+
+def test_fp8_attention_without_a_measurement_is_the_bf16_kernel(config):
+    """No FP8 attention measured on an MI300X: the core keeps its bf16 time (the catalog's 1)."""
+    core_off, core_on = _cores(config, "gpu=mi300x", "model=llama3_70b", "training.precision=fp8")
+    assert core_on == pytest.approx(core_off, rel=1e-12)
+
+
+def test_fp8_attention_needs_low_precision_gemms(config):
+    """A bf16 point of a design space keeps the bf16 core (low_precision 0); a bf16 training config
+    asking for it is refused, naming the key."""
+    cfg = config("gpu=gb300", "model=deepseek_v3", "training.precision=mxfp8", "training.fp8_attention=true",
+                 "training.flash_attention=true", "training.fused_attention=true")
+    bf16_point = cfg.train._replace(low_precision=0.0 * cfg.train.low_precision)
+    fp8_core = C.layer_times(cfg.model, cfg.gpu, cfg.train, 1.0, 1.0)[1]
+    bf16_core = C.layer_times(cfg.model, cfg.gpu, bf16_point, 1.0, 1.0)[1]
+    assert float(bf16_core) > 1.5 * float(fp8_core)
+    with pytest.raises(ConfigError, match=r"training.fp8_attention=True is not allowed: false with training.precision=bf16"):
+        config("gpu=gb300", "model=deepseek_v3", "training.precision=bf16", "training.fp8_attention=true")
+
+
+def test_validate_reads_fp8_dot_product_attention(compose):
+    """On where an fp8 row of a fused-attention stack prints the recipe's switch (a config or the
+    Megatron flag); off where it prints nothing, says False, or the row is bf16."""
+    moe = pd.read_csv(validation_file("runs_moe_dev.csv"))
+    row = moe[moe.id == "mb_2606_qwen3_30b_a3b_gb200_mxfp8_n8_gbs512"].iloc[0].to_dict()
+    assert "fp8_dot_product_attention=True" in row["notes"]
+    base = compose("task=validate")
+    for notes, precision, expected in [(row["notes"], "MXFP8", True),
+                                       ("--fp8-format hybrid --fp8-dot-product-attention", "FP8", True),
+                                       ("cfg.mixed_precision.fp8_dot_product_attention = False", "MXFP8", False),
+                                       ("", "MXFP8", False), (row["notes"], "BF16", False)]:
+        cfg, _ = validate.row_config(base, dict(row, notes=notes, precision=precision))
+        assert cfg.training.fp8_attention == expected, (notes, precision)
+        jctopt.to_config(cfg)  # a bf16 row never asks for it
