@@ -75,3 +75,23 @@ def test_validate_reads_fp8_dot_product_attention(compose):
         cfg, _ = validate.row_config(base, dict(row, notes=notes, precision=precision))
         assert cfg.training.fp8_attention == expected, (notes, precision)
         jctopt.to_config(cfg)  # a bf16 row never asks for it
+
+
+def test_deepseek_v3_on_gb300_with_its_recipes_fp8_attention(compose):
+    """Megatron-Bridge's 26.08 table (docs/performance-summary.md @067f987df0): DeepSeek-V3 on 256
+    GB300, MXFP8, GBS 4096, MBS 1, PP 2, VP 8, EP 32, 6288 tokens/s/GPU = 10.422 s a step. Its
+    recipe (perf_recipes/deepseek/gb300/deepseek_v3.py, deepseek_v3_pretrain_256gpu_gb300_fp8mx_config)
+    recomputes nothing and runs the full-iteration MXFP8 helper with FP8 attention: the step within
+    5 % with it, and the attention core's share of a DeepSeek-V3 layer makes it matter (> 8 %)."""
+    moe = pd.read_csv(validation_file("runs_moe_dev.csv"))
+    row = moe[moe.id == "mb_2608_deepseek_v3_gb200_mxfp8_n256_gbs4096"].iloc[0].to_dict()
+    calls = "_enable_deepseek_full_iteration_mxfp8(cfg, fp8_dot_product_attention=True, fp8_output_proj=True)"
+    gb300 = dict(row, id="mb_2608_deepseek_v3_gb300", gpu="gb300", pp=2, vpp=8, ep=32, recompute="none",
+                 measured_iter_time_s=4096 * 4096 / (6288 * 256),
+                 notes=f"recompute_modules=[]; calls: _benchmark_common(cfg) | {calls}")
+    base = compose("task=validate")
+    with_fp8, _, _ = validate._place(base, gb300)
+    without, _, _ = validate._place(base, dict(gb300, notes=gb300["notes"].replace("=True, fp8_output", "=False, fp8_output")))
+    step, bf16_core_step = float(jctopt.estimate(with_fp8).step_s), float(jctopt.estimate(without).step_s)
+    assert step == pytest.approx(gb300["measured_iter_time_s"], rel=0.05)
+    assert bf16_core_step > 1.08 * step
