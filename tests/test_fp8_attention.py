@@ -70,6 +70,7 @@ def test_validate_reads_fp8_dot_product_attention(compose):
     base = compose("task=validate")
     for notes, precision, expected in [(row["notes"], "MXFP8", True),
                                        ("--fp8-format hybrid --fp8-dot-product-attention", "FP8", True),
+                                       ("te recipe: DelayedScaling(fp8_dpa=True)", "FP8", True),
                                        ("cfg.mixed_precision.fp8_dot_product_attention = False", "MXFP8", False),
                                        ("", "MXFP8", False), (row["notes"], "BF16", False)]:
         cfg, _ = validate.row_config(base, dict(row, notes=notes, precision=precision))

@@ -661,9 +661,10 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     # attention in the JAX stacks of NVIDIA's DGX Cloud recipes) from 2024; llm-foundry, torchtitan
     # and the FSDP blog call FlashAttention-2 (directly or through PyTorch SDPA).
     tr.fused_attention = year >= 2024 and bool(FUSED_ATTENTION_STACKS.search(_stack_text(row)))
-    # Megatron's fp8_dot_product_attention where the notes print it on (an fp8 recipe's option).
+    # Megatron's fp8_dot_product_attention (Transformer Engine's recipe field: fp8_dpa) where the
+    # notes print it on (an fp8 recipe's option).
     tr.fp8_attention = bool(tr.fused_attention and precision in ("fp8", "mxfp8", "nvfp4")
-                            and notes_switch(str(row.get("notes", "")), "fp8_dot_product_attention"))
+                            and notes_switch(str(row.get("notes", "")), "fp8_dot_product_attention", "fp8_dpa"))
     tr.mp_comm_overlap, tr.tp_async_backward = _tp_overlap(row, year, torchtitan)
     # Unnamed: full in torchtitan and AutoModel (FSDP2 over every data-parallel rank unless a
     # replicate degree is set, _fsdp_native); else hybrid from 2024 (PyTorch FSDP's HYBRID_SHARD,
@@ -1222,7 +1223,7 @@ def report(df: pd.DataFrame, runs: Path) -> str:
               "FlashAttention-2 otherwise (llm-foundry, torchtitan, PyTorch FSDP)",
               "- FP8 attention (`fp8_attention`, the core at the catalog's measured bf16 / fp8 ratio, `_attention`): "
               "off; on where an fp8-recipe row of a fused-attention stack prints `fp8_dot_product_attention` on "
-              "(as a config or `--fp8-dot-product-attention`)",
+              "(as a config or `--fp8-dot-product-attention`; Transformer Engine's recipe field `fp8_dpa`)",
               "- TP/PP communication overlap (`mp_comm_overlap`): on for sources from 2024 on (Megatron-Core "
               "`--tp-comm-overlap`, `--overlap-p2p-communication`), off before; torchtitan rows only where "
               "the notes name async TP (DTensor's collectives otherwise run between the GEMMs); off where "
