@@ -363,7 +363,7 @@ def _moe_layers_graphed(row) -> bool:
 # the host's pace under HybridEP (skills/nemo-mbridge-perf-expert-parallel-overlap/SKILL.md
 # @067f987df0, the same shape in BF16, moe_router + moe_preprocess graphs: 24.71 s a step with
 # the GPU busy 22.82 s of it, 2026-07-25; the model prices that run's GPU at 22.9 s and, with the
-# eager launch floor, 30.2 s a step; without it 23.1 s, missing the 8 % the host still adds; README).
+# eager launch floor, 30.2 s a step; without it 23.1 s, missing the 8 % the host still adds).
 # The scope as a config prints it (cuda_graph_scope=['attn', 'moe_router']) or as Megatron's
 # flag takes it (--cuda-graph-scope attn moe_router moe_preprocess).
 _GRAPH_SCOPE = re.compile(r"cuda_graph\w*\W+(?:transformer_engine\W*)?\[([^\]]*)\]"
