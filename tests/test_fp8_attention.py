@@ -50,7 +50,8 @@ def test_fp8_attention_without_a_measurement_is_the_bf16_kernel(config):
 
 def test_fp8_attention_needs_low_precision_gemms(config):
     """A bf16 point of a design space keeps the bf16 core (low_precision 0); a bf16 training config
-    asking for it is refused, naming the key."""
+    asking for it is refused, naming the key, and so is one without Transformer Engine's fused
+    kernel."""
     cfg = config("gpu=gb300", "model=deepseek_v3", "training.precision=mxfp8", "training.fp8_attention=true",
                  "training.flash_attention=true", "training.fused_attention=true")
     bf16_point = cfg.train._replace(low_precision=0.0 * cfg.train.low_precision)
@@ -59,6 +60,10 @@ def test_fp8_attention_needs_low_precision_gemms(config):
     assert float(bf16_core) > 1.5 * float(fp8_core)
     with pytest.raises(ConfigError, match=r"training.fp8_attention=True is not allowed: false with training.precision=bf16"):
         config("gpu=gb300", "model=deepseek_v3", "training.precision=bf16", "training.fp8_attention=true")
+    with pytest.raises(ConfigError, match=r"training.fp8_attention=True is not allowed: false unless "
+                                          r"training.flash_attention and training.fused_attention"):
+        config("gpu=gb300", "model=deepseek_v3", "training.precision=fp8", "training.fp8_attention=true",
+               "training.flash_attention=true", "training.fused_attention=false")
 
 
 def test_validate_reads_fp8_dot_product_attention(compose):

@@ -69,7 +69,8 @@ def flash_forward_time(half_square_flops, g: GPUSpec, t: Training):
 def fp8_speedup(m: ModelSpec, g: GPUSpec, t: Training):
     """Divisor of the fused attention core's time under FP8 attention: the catalog's measured
     bf16 / fp8 ratio for the model's heads (grouped-query where a KV head serves several query
-    heads, else heads with their own K/V, as MLA's), 1 without FP8 attention or where the GEMMs
-    are not in a low precision (Transformer Engine runs FP8 attention inside its fp8 recipe)."""
+    heads, else heads with their own K/V, as MLA's), 1 without FP8 attention, without the cuDNN
+    kernel it is, or where the GEMMs are not in a low precision (Transformer Engine runs FP8
+    attention inside its fp8 recipe)."""
     ratio = jnp.where(m.n_kv_heads < m.n_heads, g.fp8_attn_speedup_gqa, g.fp8_attn_speedup)
-    return jnp.where((t.fp8_attention > 0) & (t.low_precision >= 1), ratio, 1.0)
+    return jnp.where((t.fp8_attention > 0) & (t.fused_attention > 0) & (t.low_precision >= 1), ratio, 1.0)

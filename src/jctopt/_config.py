@@ -497,6 +497,10 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
         _fail("training.fp8_attention", tr.fp8_attention,
               f"false with training.precision={tr.precision} (FP8 attention runs inside an fp8 recipe: "
               "precision fp8, mxfp8 or nvfp4)")
+    if tr.fp8_attention and not (tr.flash_attention and tr.fused_attention):
+        _fail("training.fp8_attention", tr.fp8_attention,
+              "false unless training.flash_attention and training.fused_attention are true (FP8 attention "
+              "is Transformer Engine's cuDNN fused kernel)")
     if tr.zero_stage not in (0, 1, 2, 3):
         _fail("training.zero_stage", tr.zero_stage, "0, 1, 2 or 3")
     if (allowed := node_sizes(gpu, cl.gpus_per_node)) is not None:
