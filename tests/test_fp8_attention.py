@@ -101,3 +101,18 @@ def test_deepseek_v3_on_gb300_with_its_recipes_fp8_attention(compose):
     step, bf16_core_step = float(jctopt.estimate(with_fp8).step_s), float(jctopt.estimate(without).step_s)
     assert step == pytest.approx(gb300["measured_iter_time_s"], rel=0.05)
     assert bf16_core_step > 1.08 * step
+
+
+def test_diagnosis_offers_fp8_attention(config):
+    """An fp8 job on Transformer Engine's fused kernel is offered FP8 attention where the GPU's
+    measured ratio for its heads is above 1 (GB300, MLA), and not where it is not (H100, GQA: 0.99)
+    or where the GEMMs are bf16."""
+    from jctopt import _diagnosis as D
+
+    change = next(ch for ch in D.CHANGES if "fp8_dot_product_attention" in ch.label)
+    base = ("training.flash_attention=true", "training.fused_attention=true")
+    gb300 = config("gpu=gb300", "model=deepseek_v3", "training.precision=mxfp8", *base)
+    assert bool(change.applicable(gb300))
+    assert float(change.apply(gb300).train.fp8_attention) == 1.0
+    assert not bool(change.applicable(config("gpu=h100_sxm", "model=llama3_70b", "training.precision=fp8", *base)))
+    assert not bool(change.applicable(config("gpu=gb300", "model=deepseek_v3", "training.precision=bf16", *base)))

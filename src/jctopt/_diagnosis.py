@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import _attention as A
 from . import _compute as C
 from . import _pipeline as P
 from . import _recompute_modules as Rm
@@ -84,6 +85,10 @@ CHANGES = [
     Change("micro-batch x2", lambda c: _tr(c, micro_batch=c.train.micro_batch * 2), lambda c: True),
     Change("fp8 GEMMs", lambda c: _tr(c, low_precision=jnp.asarray(1.0)),
            lambda c: c.train.low_precision < 1 and c.gpu.peak_fp8_tflops > 0),
+    Change("FP8 attention (Transformer Engine's fp8_dot_product_attention: training.fp8_attention)",
+           lambda c: _tr(c, fp8_attention=jnp.asarray(1.0)),
+           lambda c: (c.train.fp8_attention < 1) & (c.train.fused_attention > 0) & (c.train.low_precision >= 1)
+           & (A.fp8_speedup(c.model, c.gpu, _tr(c, fp8_attention=jnp.asarray(1.0)).train) > 1)),
     Change("fp8 gradient compression on the wire (0.5x bytes)",
            lambda c: _tr(c, grad_compression=c.train.grad_compression * 0.5),
            lambda c: c.train.grad_compression > 0.5),
