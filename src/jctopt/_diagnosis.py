@@ -87,7 +87,7 @@ CHANGES = [
            lambda c: c.train.low_precision < 1 and c.gpu.peak_fp8_tflops > 0),
     Change("FP8 attention (Transformer Engine's fp8_dot_product_attention: training.fp8_attention)",
            lambda c: _tr(c, fp8_attention=jnp.asarray(1.0)),
-           lambda c: (c.train.fp8_attention < 1) & (c.train.fused_attention > 0) & (c.train.low_precision >= 1)
+           lambda c: (c.train.fp8_attention < 1)
            & (A.fp8_speedup(c.model, c.gpu, _tr(c, fp8_attention=jnp.asarray(1.0)).train) > 1)),
     Change("fp8 gradient compression on the wire (0.5x bytes)",
            lambda c: _tr(c, grad_compression=c.train.grad_compression * 0.5),

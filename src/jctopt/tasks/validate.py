@@ -24,7 +24,7 @@ from omegaconf import DictConfig
 from rich.console import Console
 
 from .._compute import dense_peak_tflops
-from .._config import RECOMPUTE as RECOMPUTE_LEVEL, ConfigError, load_option, to_config
+from .._config import PRECISION, RECOMPUTE as RECOMPUTE_LEVEL, ConfigError, load_option, to_config
 from .._hybrid import pattern_counts
 from .._jct import STEP_PARTS, Reason, estimate, estimate_batch, unmasked_step
 from .._resources import validation_file
@@ -663,7 +663,7 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     tr.fused_attention = year >= 2024 and bool(FUSED_ATTENTION_STACKS.search(_stack_text(row)))
     # Megatron's fp8_dot_product_attention (Transformer Engine's recipe field: fp8_dpa) where the
     # notes print it on (an fp8 recipe's option).
-    tr.fp8_attention = bool(tr.fused_attention and precision in ("fp8", "mxfp8", "nvfp4")
+    tr.fp8_attention = bool(tr.fused_attention and PRECISION[precision] >= 1
                             and notes_switch(str(row.get("notes", "")), "fp8_dot_product_attention", "fp8_dpa"))
     tr.mp_comm_overlap, tr.tp_async_backward = _tp_overlap(row, year, torchtitan)
     # Unnamed: full in torchtitan and AutoModel (FSDP2 over every data-parallel rank unless a
