@@ -469,20 +469,34 @@ def layer_block_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, gemm, core,
     return qkv + proj + core + scan + 0.5 * elem, gemm - qkv - proj + 0.5 * elem
 
 
+def ssd_time_per_token(m: ModelSpec, g: GPUSpec, scan_bytes, scan_flops):
+    """Time (s) per token of the SSD kernels (one pass, before TP) that move ``scan_bytes``
+    and run ``scan_flops`` of chunk matmuls at the GEMM rate of their thinnest dimension, the
+    head. Each kernel overlaps its loads with its matmuls, so the slower of the two sets the pace
+    (the roofline, as ``gemm_time``). Checked against a measurement: mamba_ssm's forward SSD
+    kernels on one H100, 128 heads of 64, one group of state 128, chunks of 256, run 1.07-1.29e7
+    tokens/s from 16k tokens up (vllm-project/vllm PR #27299, comment of 2025-10-25, "Original"
+    column): 77-93 ns a token, where adding bytes and matmuls would give 168 ns."""
+    p = jnp.maximum(m.mamba_head_dim, 1.0)  # a model without mixers has no head (no 0/0)
+    scan_rate = bf16_matmul_flops(g) * p / (p + g.matmul_half_dim)
+    return jnp.maximum(scan_bytes / hbm_rate(g), scan_flops / scan_rate)
+
+
 def mamba_mixer_times(m: ModelSpec, g: GPUSpec, tokens, tp):
     """(forward, backward) time (s) of one Mamba-2 mixer's kernels besides its projections, for
-    ``tokens`` tokens on one GPU: the layout copies, convolution, SSD and norm kernels' HBM
-    traffic and the SSD's chunk matmuls at the GEMM rate of their thinnest dimension, the head;
-    the backward counted kernel by kernel (_mamba). 0 for a model without mixers."""
+    ``tokens`` tokens on one GPU: the layout copies', convolution's and norm's HBM traffic and
+    the SSD kernels at their roofline (``ssd_time_per_token``); the backward counted kernel by
+    kernel (_mamba). 0 for a model without mixers."""
     mamba = Hy.mamba_share(m) > 0
-    p = m.mamba_head_dim
-    scan_rate = jnp.where(mamba, bf16_matmul_flops(g) * p / (p + g.matmul_half_dim), 1.0)
 
-    def pass_time(bytes_per_token, flops_per_token):
-        return jnp.where(mamba, tokens / tp * (bytes_per_token / hbm_rate(g) + flops_per_token / scan_rate), 0.0)
+    def pass_time(stream_bytes, scan_bytes, scan_flops):
+        per_token = stream_bytes / hbm_rate(g) + ssd_time_per_token(m, g, scan_bytes, scan_flops)
+        return jnp.where(mamba, tokens / tp * per_token, 0.0)
 
-    return (pass_time(Mb.forward_bytes_per_token(m), Mb.scan_forward_flops_per_token(m)),
-            pass_time(Mb.backward_bytes_per_token(m), Mb.scan_backward_flops_per_token(m)))
+    return (pass_time(Mb.stream_forward_bytes_per_token(m), Mb.scan_forward_bytes_per_token(m),
+                      Mb.scan_forward_flops_per_token(m)),
+            pass_time(Mb.stream_backward_bytes_per_token(m), Mb.scan_backward_bytes_per_token(m),
+                      Mb.scan_backward_flops_per_token(m)))
 
 
 CROSS_ENTROPY_BYTES = 20.0

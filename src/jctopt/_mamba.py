@@ -53,16 +53,16 @@ def gemm_params(m: ModelSpec):
     return m.hidden * (in_proj_width(m) + inner_width(m))
 
 
-def scan_forward_flops_per_token(m: ModelSpec):
+def scan_forward_flops_per_token(m: ModelSpec, chunk=CHUNK):
     """SSD forward FLOPs per token (Dao & Gu 2024, Sec. 6, steps 1, 2 and 4, per chunk of Q
     tokens divided by Q): C B^T 2 g Q N; its masked product with x 2 H Q P; chunk states and
     the output from the carried state 2 x 2 H N P. The state passing between chunks (H P N per
     chunk) is negligible. Nemotron-H 8B: 6.6 MFLOP against 219 MFLOP of GEMMs."""
-    q, n, p = CHUNK, m.mamba_state, m.mamba_head_dim
+    q, n, p = chunk, m.mamba_state, m.mamba_head_dim
     return 2.0 * (m.mamba_groups * q * n + m.mamba_heads * (q * p + 2.0 * n * p))
 
 
-def scan_backward_flops_per_token(m: ModelSpec):
+def scan_backward_flops_per_token(m: ModelSpec, chunk=CHUNK):
     """SSD backward FLOPs per token, the chunk matmuls of ``_mamba_chunk_scan_combined_bwd``
     (mamba_ssm ops/triton/ssd_combined.py @e9594ce), which recomputes C B^T and the chunk
     states rather than store them: three of 2 g Q N (C B^T again, and the two ``_bmm_chunk_bwd``
@@ -71,14 +71,14 @@ def scan_backward_flops_per_token(m: ModelSpec):
     states again, the state gradients C^T dout, B dstates inside dx, dB = x dstates, dC = dout
     states). 2.7x the forward for Nemotron 3 Nano, where a backward at twice the forward was
     assumed before."""
-    q, n, p = CHUNK, m.mamba_state, m.mamba_head_dim
+    q, n, p = chunk, m.mamba_state, m.mamba_head_dim
     return 2.0 * (3.0 * m.mamba_groups * q * n + m.mamba_heads * (3.0 * q * p + 5.0 * n * p))
 
 
-def _per_token_terms(m: ModelSpec):
+def _per_token_terms(m: ModelSpec, chunk=CHUNK):
     """(d, g N, chunk-state elements per token H P N / Q, C B^T elements per token g Q)."""
     d = inner_width(m)
-    return d, m.mamba_groups * m.mamba_state, d * m.mamba_state / CHUNK, m.mamba_groups * CHUNK
+    return d, m.mamba_groups * m.mamba_state, d * m.mamba_state / chunk, m.mamba_groups * chunk
 
 
 # The path Megatron-Core trains with (MambaMixer._ssm_training, use_mamba_mem_eff_path): in_proj's
@@ -97,12 +97,19 @@ def forward_bytes_per_token(m: ModelSpec):
     chunk states in fp32, read them back to pass them on and write them in bf16 for the chunk
     scan to read (12 bytes per state element), and write and read C B^T in fp32 (8 bytes per
     element); the norm reads and writes y (4 per channel)."""
-    d, gn, states, cb = _per_token_terms(m)
-    layout = 4.0 * (in_proj_width(m) + d)
-    conv = 4.0 * conv_width(m)
-    scan = 10.0 * d + 8.0 * gn + 12.0 * states + 8.0 * cb
-    norm = 4.0 * d
-    return layout + conv + scan + norm
+    return stream_forward_bytes_per_token(m) + scan_forward_bytes_per_token(m)
+
+
+def scan_forward_bytes_per_token(m: ModelSpec, chunk=CHUNK):
+    """The SSD kernels' share of ``forward_bytes_per_token``, chunks of ``chunk`` tokens."""
+    d, gn, states, cb = _per_token_terms(m, chunk)
+    return 10.0 * d + 8.0 * gn + 12.0 * states + 8.0 * cb
+
+
+def stream_forward_bytes_per_token(m: ModelSpec):
+    """The share of ``forward_bytes_per_token`` that only streams memory: layout copies,
+    convolution, norm."""
+    return 4.0 * (in_proj_width(m) + inner_width(m)) + 4.0 * conv_width(m) + 4.0 * inner_width(m)
 
 
 def backward_bytes_per_token(m: ModelSpec):
@@ -118,12 +125,19 @@ def backward_bytes_per_token(m: ModelSpec):
     chunk-state element, 24 per C B^T element (fp32 dB, dC, d(C B^T) and residuals included;
     the per-head dt and dA vectors are left out, as forward). 3.2x the forward scan's bytes for
     Nemotron 3 Nano."""
-    d, gn, states, cb = _per_token_terms(m)
-    layout = 4.0 * (in_proj_width(m) + d)
-    norm = 6.0 * d
-    conv = 10.0 * conv_width(m)
-    scan = 34.0 * d + 38.0 * gn + 34.0 * states + 24.0 * cb
-    return layout + norm + conv + scan
+    return stream_backward_bytes_per_token(m) + scan_backward_bytes_per_token(m)
+
+
+def scan_backward_bytes_per_token(m: ModelSpec, chunk=CHUNK):
+    """The SSD kernels' share of ``backward_bytes_per_token``, chunks of ``chunk`` tokens."""
+    d, gn, states, cb = _per_token_terms(m, chunk)
+    return 34.0 * d + 38.0 * gn + 34.0 * states + 24.0 * cb
+
+
+def stream_backward_bytes_per_token(m: ModelSpec):
+    """The share of ``backward_bytes_per_token`` that only streams memory: layout copies,
+    norm, convolution."""
+    return 4.0 * (in_proj_width(m) + inner_width(m)) + 6.0 * inner_width(m) + 10.0 * conv_width(m)
 
 
 def stored_activation_bytes_per_token(m: ModelSpec, low_precision):
