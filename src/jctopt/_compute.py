@@ -473,13 +473,17 @@ def ssd_time_per_token(m: ModelSpec, g: GPUSpec, scan_bytes, scan_flops):
     """Time (s) per token of the SSD kernels (one pass, before TP) that move ``scan_bytes``
     and run ``scan_flops`` of chunk matmuls at the GEMM rate of their thinnest dimension, the
     head. Each kernel overlaps its loads with its matmuls, so the slower of the two sets the pace
-    (the roofline, as ``gemm_time``). Checked against a measurement: mamba_ssm's forward SSD
-    kernels on one H100, 128 heads of 64, one group of state 128, chunks of 256, run 1.07-1.29e7
-    tokens/s from 16k tokens up (vllm-project/vllm PR #27299, comment of 2025-10-25, "Original"
-    column): 77-93 ns a token, where adding bytes and matmuls would give 168 ns."""
+    (the roofline, as ``gemm_time``), reached to the GPU's measured ``ssd_eff``. On an H100
+    mamba_ssm's forward SSD kernels (128 heads of 64, one group of state 128, chunks of 256) run
+    1.07-1.29e7 tokens/s from 16k tokens up (vllm-project/vllm PR #27299, comment of 2025-10-25,
+    "Original" column): 77-93 ns a token against the roofline's 91 (adding bytes and matmuls
+    would give 168), so ``ssd_eff`` 1. On a B200 the same Triton kernels (8 heads of 64, 8
+    groups of state 128, chunks of 128) take 7.13-7.26 ns a token against the roofline's 4.36:
+    0.61 (flashinfer-ai/flashinfer PR #2709, Triton baseline; NVIDIA's CUTLASS SSD examples call
+    the kernel bound by its segment-sum arithmetic, with low MMA use on Blackwell)."""
     p = jnp.maximum(m.mamba_head_dim, 1.0)  # a model without mixers has no head (no 0/0)
     scan_rate = bf16_matmul_flops(g) * p / (p + g.matmul_half_dim)
-    return jnp.maximum(scan_bytes / hbm_rate(g), scan_flops / scan_rate)
+    return jnp.maximum(scan_bytes / hbm_rate(g), scan_flops / scan_rate) / g.ssd_eff
 
 
 def mamba_mixer_times(m: ModelSpec, g: GPUSpec, tokens, tp):

@@ -99,6 +99,9 @@ class GPUConf:
     # 1 = no FP8 attention kernel measured on this GPU: priced as the bf16 one (_attention)
     fp8_attn_speedup: float = 1.0
     fp8_attn_speedup_gqa: float = 1.0
+    # Mamba-2's SSD kernels (mamba_ssm's Triton): their roofline time / measured time on this
+    # architecture; 1 = none measured: at their roofline (_compute.ssd_time_per_token)
+    ssd_eff: float = 1.0
     mem_eff: float = MISSING
     nvlink_eff: float = MISSING
     nvls_eff: float = 0.0
@@ -395,7 +398,7 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
         "model": ["n_layers", "hidden", "ffn_hidden", "n_heads", "vocab", "seq_len", "n_experts", "top_k"],
         "gpu": ["peak_bf16_tflops", "hbm_gb", "hbm_tbps", "nvlink_gbps", "nvlink_domain", "tdp_w",
                 "matmul_eff", "matmul_half_dim", "attn_eff", "mem_eff", "nvlink_eff", "nvlink_latency_us", "ll_latency_us", "mtbf_gpu_h",
-                "host_link_gbps", "fp8_attn_speedup", "fp8_attn_speedup_gqa"],
+                "host_link_gbps", "fp8_attn_speedup", "fp8_attn_speedup_gqa", "ssd_eff"],
         "fabric": ["nic_gbit", "nic_eff", "latency_us", "host_copy_gbps", "mtbf_nic_h", "mtbf_switch_h"],
         "cluster": ["gpus_per_node", "nics_per_node", "switch_radix", "mtbf_node_h",
                     "storage_write_gbps", "storage_read_gbps", "staging_gbps", "power_frac", "pue"],
