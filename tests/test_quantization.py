@@ -79,22 +79,34 @@ def test_output_layer_stays_bf16_under_fp8(config):
 
 
 def test_nvfp4_gemm_runs_the_recipes_bf16_share_at_the_bf16_rate(config):
-    """A 16384 x 8192 x 8192 GEMM under NVFP4 on a GB300: 84 % of the FLOPs at the fp4 rate
-    (peak_fp4 x fp8_matmul_eff), 16 % at peak_bf16 x matmul_eff (arXiv:2509.25149's BF16 layers),
-    times the shape factor 8192 / (8192 + half_dim)."""
+    """A 16384 x 8192 x 8192 GEMM under NVFP4 on a GB300: 84 % of the FLOPs at the fp4 rate,
+    16 % at peak_bf16 x matmul_eff (arXiv:2509.25149's BF16 layers), times the shape factor
+    8192 / (8192 + half_dim). The fp4 rate is the fp8 rate (peak_fp8 x fp8_matmul_eff) times
+    1.81, the NVFP4 / FP8 GEMM speedup Transformer Engine's GEMM benchmark measures on Blackwell
+    Ultra (B300, operands pre-quantized: 6.812 / 3.764 ms per layer; docs/examples/gemm_profiling
+    @d0067d0), not the peak ratio 15000 / 5000 = 3."""
     cfg = config("gpu=gb300", "training.precision=nvfp4")
     g = cfg.gpu
     flops = 2.0 * 16384 * 8192 * 8192
-    fp4 = 1e12 * float(g.peak_fp4_tflops) * float(g.fp8_matmul_eff)
+    fp4 = 1e12 * float(g.peak_fp8_tflops) * float(g.fp8_matmul_eff) * 6.812 / 3.764
     bf16 = 1e12 * float(g.peak_bf16_tflops) * float(g.matmul_eff)
     shape = 8192 / (8192 + float(g.matmul_half_dim))
     expected = flops * (0.84 / fp4 + 0.16 / bf16) / shape
     rate = C.matmul_peak_flops(g, cfg.train)
-    assert float(C.gemm_time(16384.0, 8192.0, 8192.0, rate, g)) == pytest.approx(expected, rel=1e-9)
+    assert float(C.gemm_time(16384.0, 8192.0, 8192.0, rate, g)) == pytest.approx(expected, rel=2e-3)
     # Megatron-Bridge's benchmark recipe keeps no layer in BF16: every FLOP at the fp4 rate.
     allfp4 = config("gpu=gb300", "training.precision=nvfp4", "training.nvfp4_bf16_share=0")
     rate = C.matmul_peak_flops(allfp4.gpu, allfp4.train)
-    assert float(C.gemm_time(16384.0, 8192.0, 8192.0, rate, g)) == pytest.approx(flops / fp4 / shape, rel=1e-9)
+    assert float(C.gemm_time(16384.0, 8192.0, 8192.0, rate, g)) == pytest.approx(flops / fp4 / shape, rel=2e-3)
+
+
+def test_nvfp4_gemms_run_at_the_peak_ratio_where_no_speedup_is_measured(config):
+    """A B200 has no NVFP4 and per-tensor FP8 GEMMs measured in one benchmark: its NVFP4 GEMMs
+    run at the fp8 rate times the peak ratio, 9000 / 4500 = 2."""
+    cfg = config("gpu=b200", "training.precision=nvfp4", "training.nvfp4_bf16_share=0")
+    g = cfg.gpu
+    fp8 = 1e12 * 4500 * float(g.fp8_matmul_eff)
+    assert float(C.matmul_peak_flops(g, cfg.train)) == pytest.approx(2.0 * fp8, rel=1e-9)
 
 
 def test_nvfp4_runs_on_blackwell_ultra_and_is_masked_on_hopper(config):

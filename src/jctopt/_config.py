@@ -102,6 +102,9 @@ class GPUConf:
     # Mamba-2's SSD kernels (mamba_ssm's Triton): their roofline time / measured time on this
     # architecture; 1 = none measured: at their roofline (_compute.ssd_time_per_token)
     ssd_eff: float = 1.0
+    # NVFP4 / FP8 (per-tensor scaled) GEMM kernel rate, large shapes, operands pre-quantized, one
+    # benchmark on this GPU; 0 = none measured: the peak ratio (_compute.nvfp4_gemm_speedup)
+    nvfp4_gemm_speedup: float = 0.0
     mem_eff: float = MISSING
     nvlink_eff: float = MISSING
     nvls_eff: float = 0.0
@@ -414,7 +417,7 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
                 _fail(f"{group}.{key}", value, "a finite number > 0")
     non_negative = {
         "gpu": ["peak_fp8_tflops", "peak_fp4_tflops", "price_per_gpu_hour", "fp8_matmul_eff", "fused_attn_eff", "nvls_eff",
-                "host_mem_gb"],
+                "host_mem_gb", "nvfp4_gemm_speedup"],
         "cluster": ["t_drain_s", "t_provision_s", "t_reinit_s", "jitter_cv", "serial_s_per_step",
                     "init_s", "energy_price_kwh"],
         "training": ["reserved_gb", "metric_loss_passes", "moe_host_s", "offload_layers"],
