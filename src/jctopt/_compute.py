@@ -271,7 +271,9 @@ def matmul_peak_flops(g: GPUSpec, t: Training):
     fp8 = 1e12 * g.peak_fp8_tflops * g.fp8_matmul_eff
     rate = jnp.where(t.low_precision >= 1, fp8, bf16_matmul_flops(g))
     share = t.nvfp4_bf16_share
-    nvfp4 = 1.0 / ((1.0 - share) / (fp8 * nvfp4_gemm_speedup(g)) + share / bf16_matmul_flops(g))
+    # A stand-in rate off the NVFP4 branch keeps gradients finite where the GPU has no fp8 (0).
+    fp4 = jnp.where(t.low_precision >= 2, fp8 * nvfp4_gemm_speedup(g), 1.0)
+    nvfp4 = 1.0 / ((1.0 - share) / fp4 + share / bf16_matmul_flops(g))
     return jnp.where(t.low_precision >= 2, nvfp4, rate)
 
 
