@@ -200,6 +200,24 @@ def test_zero3_moves_three_parameter_passes_per_micro_batch(config):
     assert float(est.zero3_comm_s) == pytest.approx(2 * exposed, rel=1e-6)
 
 
+def test_megatron_fsdp_hides_its_collectives_at_the_spec_overlap(config):
+    """Megatron-FSDP prefetches the next unit's gathers from double buffers (_megatron_fsdp):
+    its ZeRO-3 traffic hides at eta = 0.9 of the compute window, the fitted zero3_overlap_eta
+    (set to 0.6 here) left to PyTorch FSDP and DeepSpeed. Same raw traffic, exposed part by the
+    MISSION overlap model, tau_comm - eta min(tau_comp, tau_comm), per micro-batch."""
+    pytorch = config(*ZERO3, "training.zero3_overlap_eta=0.6")
+    megatron = config(*ZERO3, "training.zero3_overlap_eta=0.6", "training.megatron_fsdp=true")
+    e_pt, e_mf = estimate(pytorch), estimate(megatron)
+    params = float(Mem.memory(pytorch.model, pytorch.layout, pytorch.train, e_pt.dp, e_pt.n_micro, 8.0).dense_params)
+    t = pytorch.train
+    raw = (2 * _zero3_pass(pytorch, params, 1536.0, Mem.WEIGHT_BYTES)
+           + _zero3_pass(pytorch, params, 1536.0, float(t.grad_bytes)))
+    window = float(e_pt.compute_s) / float(e_pt.n_micro)
+    assert float(e_mf.compute_s) == pytest.approx(float(e_pt.compute_s), rel=1e-12)
+    assert float(e_pt.zero3_comm_s) == pytest.approx(2 * (raw - 0.6 * min(window, raw)), rel=1e-6)
+    assert float(e_mf.zero3_comm_s) == pytest.approx(2 * (raw - 0.9 * min(window, raw)), rel=1e-6)
+
+
 def test_hybrid_shard_shards_in_the_node_and_all_reduces_across_nodes(config):
     """HYBRID_SHARD on 8-GPU nodes: weights, grads and optimizer state over the 8 GPUs of a node;
     the gathers stay on NVLink; each node's gradient shard is all-reduced over the 192 nodes,

@@ -179,6 +179,7 @@ class TrainingConf:
     recompute_modules: list[str] = field(default_factory=lambda: ["core_attn"])
     zero_stage: int = 1
     hybrid_shard: bool = False  # ZeRO-3 only: shard inside a node, replicate across nodes (FSDP HYBRID_SHARD)
+    megatron_fsdp: bool = False  # ZeRO-3 only: Megatron-FSDP's, whose collectives hide at _megatron_fsdp's overlap
     zero3_collectives_per_layer: float = 1.0  # FSDP: 1 (one flat parameter per layer); DeepSpeed ZeRO-3: one per weight matrix
     seq_parallel: bool = True
     flash_attention: bool = True

@@ -23,6 +23,7 @@ from . import _host as H
 from . import _hybrid as Hy
 from . import _latent as La
 from . import _mamba as Mb
+from . import _megatron_fsdp as Mf
 from . import _memory as Mem
 from . import _offload as O
 from . import _pipeline as P
@@ -308,8 +309,9 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     # switch governs the ZeRO-3 prefetch below. ZeRO-3's collectives (its gathers, reduce-
     # scatters and HYBRID_SHARD's replica all-reduce, all issued from FSDP's per-layer hooks)
     # hide less of themselves than DDP's buckets: each layer waits for its gathered weights.
-    # Calibrated apart (conf/calibration.yaml: 0.91 vs 0.43 on runs_dev.csv).
-    dp_eta = jnp.where(t.dp_overlap > 0, jnp.where(z3 > 0, t.zero3_overlap_eta, t.overlap_eta), 0.0)
+    # Calibrated apart (conf/calibration.yaml: 0.91 vs 0.43 on runs_dev.csv); Megatron-FSDP's
+    # prefetch hides more (_megatron_fsdp).
+    dp_eta = jnp.where(t.dp_overlap > 0, jnp.where(z3 > 0, Mf.zero3_overlap_eta(t), t.overlap_eta), 0.0)
     dp_exposed = last_bucket + overlap(grad_sync - last_bucket, backward_window, dp_eta)
 
     # ZeRO-3: every micro-batch gathers each layer's parameters forward and again backward,

@@ -152,6 +152,7 @@ class Training(NamedTuple):
     grad_compression: Array  # wire bytes / uncompressed bytes (1 = none)
     overlap_eta: Array  # fraction of the overlap window that hides DP traffic (DDP buckets, Megatron)
     zero3_overlap_eta: Array  # the same for ZeRO-3's gathers, reduce-scatters and HYBRID_SHARD all-reduce
+    megatron_fsdp: Array  # 1 = ZeRO-3 by Megatron-FSDP (prefetched, double-buffered): its own overlap (_megatron_fsdp)
     dp_overlap: Array  # 1 = data-parallel traffic (gradient sync, ZeRO-3 gathers) overlapped with compute
     mp_comm_overlap: Array  # 1 = TP collectives pipelined with the GEMMs, PP sends with compute
     ep_comm_overlap: Array  # 1 = MoE dispatch/combine overlapped with another micro-batch's compute

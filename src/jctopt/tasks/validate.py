@@ -117,8 +117,9 @@ DEFAULTS = {
                    "data-parallel ranks by default; the distributed optimizer is the Megatron-Core/NeMo default "
                    "from 2023 on; no optimizer sharding before"),
     "hybrid_shard": ("full in torchtitan and AutoModel rows and under Megatron-FSDP; else hybrid from 2024, else full",
-                     "ZeRO-3 rows whose notes name neither FULL_SHARD nor HYBRID_SHARD/HSDP: Megatron-FSDP shards over "
-                     "the whole data-parallel group; torchtitan and "
+                     "ZeRO-3 rows whose notes name neither FULL_SHARD nor HYBRID_SHARD/HSDP: Megatron-FSDP (the ZeRO-3 "
+                     "of Megatron-Core stacks: NeMo, Megatron-Bridge) shards over the whole data-parallel group and "
+                     "prefetches its gathers (_megatron_fsdp); torchtitan and "
                      "AutoModel shard FSDP2 over every data-parallel rank (torchtitan data_parallel_shard_degree "
                      "-1, replicate degree 1); elsewhere PyTorch FSDP's HYBRID_SHARD as in the 2024 FSDP blog, "
                      "DeepSpeed's full partitioning before"),
@@ -669,8 +670,12 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     # Unnamed: full in torchtitan and AutoModel (FSDP2 over every data-parallel rank unless a
     # replicate degree is set, _fsdp_native); else hybrid from 2024 (PyTorch FSDP's HYBRID_SHARD,
     # the strategy of the 2024 FSDP blog), full before (DeepSpeed ZeRO-3, 2021).
+    # ZeRO-3 on a Megatron-Core stack (NeMo, Megatron-Bridge) is Megatron-FSDP: sharded over the
+    # whole data-parallel group, its collectives prefetched (_megatron_fsdp).
+    tr.megatron_fsdp = tr.zero_stage >= 3 and _megatron_core_stack(row)
     named = _hybrid_shard(row, year)
-    tr.hybrid_shard = named if named is not None else (year >= 2024 and not _fsdp_native(row))
+    tr.hybrid_shard = named if named is not None else (year >= 2024 and not _fsdp_native(row)
+                                                       and not tr.megatron_fsdp)
     if named is None and tr.zero_stage >= 3:
         used.append("hybrid_shard")
     # ZeRO-3 before PyTorch FSDP (2022) is DeepSpeed's, which all-gathers every partitioned
