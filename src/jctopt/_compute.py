@@ -256,7 +256,8 @@ def bf16_matmul_flops(g: GPUSpec):
 def nvfp4_gemm_speedup(g: GPUSpec):
     """NVFP4 / FP8 GEMM rate, large shapes: the GPU's measured ratio (``nvfp4_gemm_speedup``), or
     the peak ratio where none is measured (0). Blackwell Ultra's NVFP4 peak is 3x its FP8 peak,
-    but its GEMMs run 1.81x faster (Transformer Engine's GEMM benchmark on a B300, below)."""
+    but its GEMMs run 1.81x faster (Transformer Engine's GEMM benchmark on a B300: the b300 and
+    gb300 catalog entries cite it)."""
     peak_ratio = g.peak_fp4_tflops / jnp.maximum(g.peak_fp8_tflops, 1e-9)
     return jnp.where(g.nvfp4_gemm_speedup > 0, g.nvfp4_gemm_speedup, peak_ratio)
 
