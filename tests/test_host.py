@@ -76,3 +76,32 @@ def test_floor_below_the_gpu_time_changes_nothing(config):
     low = jctopt.estimate(_qwen3(config, "training.moe_host_s=0.0001"))
     none = jctopt.estimate(_qwen3(config, "training.moe_host_s=0.0"))
     assert float(low.host_s) == 0.0 and float(low.step_s) == pytest.approx(float(none.step_s), rel=1e-12)
+
+
+def test_graphed_router_leaves_only_the_sync(config):
+    """CUDA graphs over the router and the dispatcher's preprocessing (moe_router_graphed) keep
+    the host ahead of the GPU: of the launch-bound case above only the forward's launches after
+    each dispatch's sync remain, host_s = n x 48 x (h / 3 - block forward)."""
+    cfg = _qwen3(config, "training.moe_host_s=0.05", "training.moe_router_graphed=true")
+    graphed = jctopt.estimate(_qwen3(config, "training.moe_host_s=0.0"))
+    est = jctopt.estimate(cfg)
+    n = float(est.n_micro)
+    block = _moe_block_forward_s(cfg, graphed)
+    assert block < 0.05 / 3
+    assert float(est.host_s) == pytest.approx(n * 48 * (0.05 / 3 - block), rel=1e-9)
+
+
+@pytest.mark.parametrize("graphed_router", ["false", "true"])
+def test_overlapped_all_to_alls_cover_the_sync(config, graphed_router):
+    """With the all-to-alls overlapped with another micro-batch (Megatron-Core's 1F1B EP
+    overlap), that micro-batch's queued work covers each dispatch's sync: only the launch floor's
+    backward share beyond the GPU time is left, and none with the router graphed."""
+    cfg = _qwen3(config, "training.moe_host_s=0.05", "training.ep_comm_overlap=true",
+                 f"training.moe_router_graphed={graphed_router}")
+    free = jctopt.estimate(_qwen3(config, "training.moe_host_s=0.0", "training.ep_comm_overlap=true"))
+    est = jctopt.estimate(cfg)
+    n = float(est.n_micro)
+    gpu_mb = (float(free.compute_s) + float(free.ep_comm_s)) / n
+    assert gpu_mb < 48 * 0.05
+    ahead = 0.0 if graphed_router == "true" else n * 2 / 3 * (48 * 0.05 - gpu_mb)
+    assert float(est.host_s) == pytest.approx(ahead, rel=1e-9, abs=1e-12)

@@ -199,6 +199,10 @@ class TrainingConf:
     bucket_mparams: float = 25.0
     metric_loss_passes: int = 0  # Composer/llm-foundry: 2 (LanguageCrossEntropy, LanguagePerplexity every micro-batch)
     moe_host_s: float = 0.0  # host launch time per MoE layer and micro-batch (fwd + bwd), s; 0 under a full-iteration CUDA graph
+    # CUDA graphs over each MoE layer's router and dispatcher preprocessing (Transformer Engine
+    # scopes moe_router, moe_preprocess): the host keeps ahead of the GPU, but still launches the
+    # dispatch, experts and combine after each dispatcher sync (_host).
+    moe_router_graphed: bool = False
     # Tokens the busiest expert-parallel rank receives over the mean (_experts.busiest_rank_tokens):
     # 1.0 = forced balance, as benchmark runs force it; a capacity factor where inputs are padded to it.
     moe_imbalance: float = 1.0

@@ -271,10 +271,12 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     offload_mb = O.exposed_time(mem.offloaded_per_micro_batch, t_comp_mb, g)
     t_gpu_mb = t_comp_mb + tp_mb + cp_mb + ep_mb + pp_mb + offload_mb
     # A stage cannot finish a micro-batch before the host has launched it, nor an MoE block
-    # before its launches after the dispatcher's sync (_host); the block's GPU work: its experts
-    # and, where nothing hides them, its dispatch and combine.
-    moe_block_forward = mlp_fwd + jnp.where(dualpipe | (t.ep_comm_overlap > 0), 0.0, 2.0 * a2a)
-    moe_forwards = 1.0 + 0.5 * repeated_a2a  # the forward, and any recomputed one (two all-to-alls each)
+    # before its launches after the dispatcher's sync (_host); the block's GPU work: its experts,
+    # its dispatch and combine. Where the all-to-alls overlap another micro-batch, its queued
+    # blocks cover the sync (_host).
+    moe_block_forward = mlp_fwd + 2.0 * a2a
+    # The forward, and any recomputed one (two all-to-alls each).
+    moe_forwards = jnp.where(dualpipe | (t.ep_comm_overlap > 0), 0.0, 1.0 + 0.5 * repeated_a2a)
     host_mb = H.host_time(m, t, layers_per_stage, moe_layers, moe_block_forward, moe_forwards, t_gpu_mb)
     t_mb = t_gpu_mb + host_mb
     # Bubble per schedule (_schedules): the zero-bubble ones fill it with the stage's weight-

@@ -161,6 +161,7 @@ class Training(NamedTuple):
     bucket_mparams: Array  # DDP bucket size, millions of parameters
     metric_loss_passes: Array  # extra no-grad cross-entropy passes over the logits per micro-batch (training metrics)
     moe_host_s: Array  # host (CPU) time to launch one MoE layer's forward + backward per micro-batch, s (_host)
+    moe_router_graphed: Array  # 1 = the router and dispatcher preprocessing replay from CUDA graphs: no launch floor, the dispatcher's sync stays (_host)
     moe_imbalance: Array  # tokens the busiest EP rank receives / the mean (1 = forced balance; _experts)
     offload_layers: Array  # layers per stage whose stored activations sit in host memory (_offload)
     nvfp4_bf16_share: Array  # under NVFP4: share of the transformer layers' linear layers kept in BF16

@@ -346,15 +346,13 @@ def _a2a_overlap_recipe(row) -> bool | None:
 
 
 def _moe_layers_graphed(row) -> bool:
-    """Whether CUDA graphs take the MoE layers off the host's pace (_host): a full-iteration
+    """Whether CUDA graphs take the MoE layers' launches off the host (_host): a full-iteration
     graph; graphs over token-dropping layers, whose shapes are static (a dropless layer's token
-    counts change every step; Megatron-Bridge's CUDA-graph guide: graphs need static shapes);
-    or Transformer Engine graphs over the router and the dispatcher's preprocessing with the
-    HybridEP dispatcher (_te_scoped_hybridep)."""
+    counts change every step; Megatron-Bridge's CUDA-graph guide: graphs need static shapes)."""
     notes = str(row.get("notes", ""))
     full = re.search(r"full_iteration", notes, re.IGNORECASE)
     static = re.search(r"cuda_graphs?\W*true", notes, re.IGNORECASE) and re.search(r"token-?drop", notes, re.IGNORECASE)
-    return bool(full or static or _te_scoped_hybridep(notes))
+    return bool(full or static)
 
 
 # Transformer Engine graphs over moe_router and moe_preprocess leave a launch-bound MoE run
@@ -363,8 +361,10 @@ def _moe_layers_graphed(row) -> bool:
 # attn + moe_router + moe_preprocess graphs: 42.00 s against 41.36 s eager), and take it off
 # the host's pace under HybridEP (skills/nemo-mbridge-perf-expert-parallel-overlap/SKILL.md
 # @067f987df0, the same shape in BF16, moe_router + moe_preprocess graphs: 24.71 s a step with
-# the GPU busy 22.82 s of it, 2026-07-25; the model prices that run's GPU at 22.9 s and, with the
-# eager launch floor, 30.2 s a step; without it 23.1 s, missing the 8 % the host still adds).
+# the GPU busy 22.82 s of it, 2026-07-25; the model prices that run's GPU at 23.1 s and, with the
+# eager launch floor, 30.2 s a step) but for the launches after each dispatch's sync, which
+# HybridEP keeps (``moe_router_graphed``, _host: 27.0 s; 1.9 s of the measured step is idle, the
+# model's sync 3.8 s).
 # The scope as a config prints it (cuda_graph_scope=['attn', 'moe_router']) or as Megatron's
 # flag takes it (--cuda-graph-scope attn moe_router moe_preprocess).
 _GRAPH_SCOPE = re.compile(r"cuda_graph\w*\W+(?:transformer_engine\W*)?\[([^\]]*)\]"
@@ -688,6 +688,8 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     tr.moe_imbalance = _padded_capacity(row) or tr.moe_imbalance
     if _moe_layers_graphed(row):
         tr.moe_host_s = 0.0
+    elif _te_scoped_hybridep(str(row.get("notes", ""))):
+        tr.moe_router_graphed = True
     tr.offload_layers = _stated_offload_layers(row) or 0
     if precision == "nvfp4":
         tr.nvfp4_bf16_share = _nvfp4_bf16_share(row, key, m.n_layers, tr.nvfp4_bf16_share, used)
@@ -1259,9 +1261,10 @@ def report(df: pd.DataFrame, runs: Path) -> str:
               "cell lists (`selective:mla_up_proj,mlp`) or names in prose (RMSNorm, MLA up-projection), else "
               "the notes' `recompute_modules=[...]`, else Megatron-Core's default, the attention core (`core_attn`)",
               "- Host launch time per MoE layer (`moe_host_s`): the training preset's, 0 where the notes name a "
-              "full-iteration CUDA graph (`full_iteration`), CUDA graphs over token-dropping layers (static "
-              "shapes), or Transformer Engine graphs over `moe_router` and `moe_preprocess` with the HybridEP "
-              "dispatcher (the all-to-all dispatcher waits on each layer's token counts and stays launch-bound)"]
+              "full-iteration CUDA graph (`full_iteration`) or CUDA graphs over token-dropping layers (static "
+              "shapes); Transformer Engine graphs over `moe_router` and `moe_preprocess` with the HybridEP "
+              "dispatcher keep the host ahead but for each dispatch's sync (`moe_router_graphed`; the all-to-all "
+              "dispatcher stays launch-bound)"]
     return "\n".join(lines) + "\n"
 
 
