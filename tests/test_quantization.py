@@ -5,6 +5,7 @@ import pytest
 
 from jctopt import _compute as C
 from jctopt import _quantization as Q
+from jctopt._config import ConfigError, to_config
 from jctopt._jct import Reason, estimate
 
 # Llama 3 8B: h 4096, 32 heads of 128, 8 KV heads, SwiGLU width 14336, vocabulary 128,256.
@@ -123,6 +124,36 @@ def test_nvfp4_runs_on_blackwell_ultra_and_is_masked_on_hopper(config):
     assert int(masked.reason) == Reason.PRECISION_UNSUPPORTED and float(masked.step_s) == float("inf")
 
 
+def test_mxfp8_gemm_by_hand(config):
+    """A 16384 x 8192 x 8192 GEMM under MXFP8 on a B200 runs at the per-tensor fp8 rate times
+    7.161 / 6.812 = 0.951 slower, the MXFP8 / FP8 current-scaling GEMM ratio of Transformer
+    Engine's benchmark with pre-quantized operands (B300 SXM6 AC, 12 GEMMs of a layer: 6.812 ms
+    FP8, 7.161 ms MXFP8; docs/examples/gemm_profiling @d0067d0), times the shape factor."""
+    mx, fp8 = config("gpu=b200", "training.precision=mxfp8"), config("gpu=b200", "training.precision=fp8")
+    g = mx.gpu
+    flops = 2.0 * 16384 * 8192 * 8192
+    shape = 8192 / (8192 + float(g.matmul_half_dim))
+    rate = 1e12 * 4500 * float(g.fp8_matmul_eff) * 6.812 / 7.161
+    mx_s = float(C.gemm_time(16384.0, 8192.0, 8192.0, C.matmul_peak_flops(g, mx.train), g))
+    assert mx_s == pytest.approx(flops / rate / shape, rel=2e-4)
+    fp8_s = float(C.gemm_time(16384.0, 8192.0, 8192.0, C.matmul_peak_flops(g, fp8.train), g))
+    assert fp8_s == pytest.approx(flops / (1e12 * 4500 * float(g.fp8_matmul_eff)) / shape, rel=1e-9)
+
+
+def test_mxfp8_is_refused_and_masked_on_hopper(config, compose):
+    """An H100 has fp8 tensor cores but no block-scaled ones (Transformer Engine runs MXFP8 from
+    compute capability 10.0): `precision=mxfp8` is refused naming the key and the GPU, and the
+    same point built without the check, as a sweep over precisions builds it, is masked with
+    PRECISION_UNSUPPORTED; per-tensor fp8 on the H100 runs."""
+    with pytest.raises(ConfigError, match=r"training.precision='mxfp8' is not allowed.*gpu=h100_sxm has no block-scaled"):
+        to_config(compose("gpu=h100_sxm", "training.precision=mxfp8"))
+    h100 = config("model=llama3_70b", "gpu=h100_sxm", "layout.n_gpus=512", "layout.tp=4", "layout.pp=4",
+                  "training=modern", "training.global_batch=1024", "training.precision=fp8")
+    assert bool(estimate(h100).feasible)
+    masked = estimate(h100._replace(train=h100.train._replace(mxfp8=h100.train.mxfp8 + 1.0)))
+    assert int(masked.reason) == Reason.PRECISION_UNSUPPORTED and float(masked.step_s) == float("inf")
+
+
 def test_expert_inputs_are_cast_once_per_routed_copy(config):
     """Qwen3-30B-A3B (every layer routed, top-8, no shared expert, h 2048, 32 heads of 128,
     4 KV heads, experts 768 wide, SwiGLU) at tp 1: forward, the QKV input (h), the eight
@@ -139,3 +170,22 @@ def test_expert_inputs_are_cast_once_per_routed_copy(config):
     assert float(backward) == pytest.approx(40 * 128 + 2048 + 2 * 8 * 768 + 8 * 2048, rel=1e-12)
     v3 = config("model=deepseek_v3", "gpu=h100_sxm").model
     assert float(C.mlp_input_width_per_token(v3)) == pytest.approx((3 / 61 + 58 / 61 * 9) * 7168, rel=1e-12)
+
+
+def test_a_sweep_masks_mxfp8_on_hopper_and_prices_it_on_blackwell(compose, tmp_path):
+    """A sweep over H100 and B200, fp8 and MXFP8: every H100 MXFP8 point is masked with
+    PRECISION_UNSUPPORTED, its fp8 points are not; on the B200 each MXFP8 step is its fp8 step
+    with the GEMMs 7.161 / 6.812 slower, so longer, and no point is masked for precision."""
+    from jctopt.tasks.sweep import run_sweep
+
+    df = run_sweep(compose("model=llama3_8b", "training=modern", "training.global_batch=64",
+                           "space.gpu=[h100_sxm,b200]", "space.fabric=[ib_ndr400]", "space.n_gpus=[8]",
+                           "space.tp=[1,2]", "space.pp=[1]", "space.cp=[1]", "space.ep=[1]", "space.vpp=[1]",
+                           "space.micro_batch=[1]", "space.recompute=[selective]", "space.zero_stage=[1]",
+                           "space.precision=[fp8,mxfp8]", "space.ckpt_interval_s=[optimal]",
+                           "sweep.dtype=float64", "sweep.progress=false", "sweep.keep=all"), tmp_path)
+    h100, b200 = df[df.gpu == "h100_sxm"], df[df.gpu == "b200"]
+    assert set(h100[h100.precision == "mxfp8"].reason) == {"PRECISION_UNSUPPORTED"}
+    assert "PRECISION_UNSUPPORTED" not in set(h100[h100.precision == "fp8"].reason) | set(b200.reason)
+    steps = b200.pivot_table(index="tp", columns="precision", values="step_s")
+    assert len(steps) == 2 and (steps.mxfp8 > steps.fp8).all()

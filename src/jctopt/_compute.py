@@ -263,14 +263,19 @@ def nvfp4_gemm_speedup(g: GPUSpec):
 
 
 def matmul_peak_flops(g: GPUSpec, t: Training):
-    """Achievable GEMM FLOP/s for large shapes: peak x best measured fraction (MAMF). NVFP4
+    """Achievable GEMM FLOP/s for large shapes: peak x best measured fraction (MAMF). MXFP8
+    GEMMs run at the per-tensor fp8 rate times the GPU's MXFP8 / FP8 GEMM ratio
+    (``mxfp8_gemm_ratio``: the block-scaled kernels also load a scale per 32 elements of each
+    operand; 0.951 on a B300, Transformer Engine's GEMM benchmark, pre-quantized). NVFP4
     GEMMs run at the fp8 rate times the GPU's NVFP4 / FP8 GEMM speedup (``nvfp4_gemm_speedup``:
     measured with pre-quantized operands, so the casts stay with _quantization); the recipe's
     BF16 share of the layers (``nvfp4_bf16_share``: ~16 % in the NVFP4 pre-training recipe,
     NVIDIA 2025, arXiv:2509.25149, for stability) runs at the bf16 rate (the rates combine
     harmonically)."""
     fp8 = 1e12 * g.peak_fp8_tflops * g.fp8_matmul_eff
-    rate = jnp.where(t.low_precision >= 1, fp8, bf16_matmul_flops(g))
+    # A stand-in ratio where the GPU has no MXFP8 (0): such points are masked (_jct).
+    mxfp8 = jnp.where((t.mxfp8 > 0) & (g.mxfp8_gemm_ratio > 0), g.mxfp8_gemm_ratio, 1.0)
+    rate = jnp.where(t.low_precision >= 1, fp8 * mxfp8, bf16_matmul_flops(g))
     share = t.nvfp4_bf16_share
     # A stand-in rate off the NVFP4 branch keeps gradients finite where the GPU has no fp8 (0).
     fp4 = jnp.where(t.low_precision >= 2, fp8 * nvfp4_gemm_speedup(g), 1.0)

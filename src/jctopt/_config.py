@@ -105,6 +105,10 @@ class GPUConf:
     # NVFP4 / FP8 (per-tensor scaled) GEMM kernel rate, large shapes, operands pre-quantized, one
     # benchmark on this GPU; 0 = none measured: the peak ratio (_compute.nvfp4_gemm_speedup)
     nvfp4_gemm_speedup: float = 0.0
+    # MXFP8 / per-tensor FP8 GEMM kernel rate, large shapes, operands pre-quantized, one benchmark
+    # on this GPU; 1 = none measured: the fp8 rate; 0 = no block-scaled (MXFP8) tensor cores
+    # (precision mxfp8 masked; _compute.matmul_peak_flops)
+    mxfp8_gemm_ratio: float = 1.0
     mem_eff: float = MISSING
     nvlink_eff: float = MISSING
     nvls_eff: float = 0.0
@@ -371,9 +375,14 @@ def register_configs() -> None:
 
 RECOMPUTE = {"none": 0.0, "selective": 1.0, "full": 2.0}
 SELECTIVE_AC = {"core_attention": 0.0, "op": 1.0}  # -> Training.selective_op
-# GEMM precision -> Training.low_precision: 0 bf16/fp16, 1 fp8 (per-tensor scaling, or MXFP8
-# block scaling, which Blackwell tensor cores run at the fp8 rate), 2 NVFP4.
+# GEMM precision -> Training.low_precision: 0 bf16/fp16, 1 fp8 (per-tensor or blockwise scaling,
+# or MXFP8 block scaling: Training.mxfp8, at the GPU's mxfp8_gemm_ratio of the fp8 rate), 2 NVFP4.
 PRECISION = {"bf16": 0.0, "fp16": 0.0, "fp8": 1.0, "mxfp8": 1.0, "nvfp4": 2.0}
+
+
+def is_mxfp8(precision: str) -> float:
+    """Training.mxfp8 of a precision: 1 for MXFP8's block-scaled fp8 GEMMs, else 0."""
+    return float(precision == "mxfp8")
 PEAK_OF_PRECISION = {1.0: "peak_fp8_tflops", 2.0: "peak_fp4_tflops"}
 
 
@@ -422,7 +431,7 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
                 _fail(f"{group}.{key}", value, "a finite number > 0")
     non_negative = {
         "gpu": ["peak_fp8_tflops", "peak_fp4_tflops", "price_per_gpu_hour", "fp8_matmul_eff", "fused_attn_eff", "nvls_eff",
-                "host_mem_gb", "nvfp4_gemm_speedup"],
+                "host_mem_gb", "nvfp4_gemm_speedup", "mxfp8_gemm_ratio"],
         "cluster": ["t_drain_s", "t_provision_s", "t_reinit_s", "jitter_cv", "serial_s_per_step",
                     "init_s", "energy_price_kwh"],
         "training": ["reserved_gb", "metric_loss_passes", "moe_host_s", "offload_layers"],
@@ -504,6 +513,9 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
     if peak is not None and gpu[peak] <= 0:
         supported = [p for p, level in PRECISION.items() if level == 0 or gpu[PEAK_OF_PRECISION[level]] > 0]
         _fail("training.precision", tr.precision, f"{' | '.join(supported)} (gpu={gpu.name} has no {tr.precision} tensor cores)")
+    if tr.precision == "mxfp8" and gpu.mxfp8_gemm_ratio <= 0:
+        _fail("training.precision", tr.precision, f"fp8 or another precision (gpu={gpu.name} has no block-scaled "
+                                                  "MXFP8 tensor cores: mxfp8_gemm_ratio 0)")
     if tr.fp8_attention and PRECISION[tr.precision] == 0:
         _fail("training.fp8_attention", tr.fp8_attention,
               f"false with training.precision={tr.precision} (FP8 attention runs inside an fp8 recipe: "
@@ -625,6 +637,7 @@ def to_config(cfg: DictConfig, layout: bool = True) -> Config:
     tr = dict(c["training"])
     training = dict(tr, seq_len=model["seq_len"], recompute=RECOMPUTE[tr["recompute"]],
                     selective_op=SELECTIVE_AC[tr["selective_ac"]], low_precision=PRECISION[tr["precision"]],
+                    mxfp8=is_mxfp8(tr["precision"]),
                     **{f"recompute_{name}": float(name in tr["recompute_modules"])
                        for name in recompute_modules.MODULES})
     interval = c["job"]["ckpt_interval_s"]

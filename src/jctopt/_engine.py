@@ -26,7 +26,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from . import _recompute_modules as Rm
-from ._config import PRECISION, ConfigError, load_option, recompute_choice, to_config
+from ._config import PRECISION, ConfigError, is_mxfp8, load_option, recompute_choice, to_config
 from ._jct import Estimate, Reason, estimate
 from ._schedules import SCHEDULES
 from ._space import INNER_AXES, SPLIT_AXES, Space, build_space
@@ -46,6 +46,7 @@ class Tables(NamedTuple):
     n_gpus: jax.Array  # (n_counts,)
     splits: dict  # SPLIT_AXES -> (n_splits,)
     low_precision: jax.Array  # (n_precisions,)
+    mxfp8: jax.Array  # (n_precisions,) 1 = block-scaled fp8
     recompute: jax.Array
     recompute_modules: jax.Array  # (n_recompute, len(_recompute_modules.MODULES)) module flags
     zero_stage: jax.Array
@@ -76,7 +77,8 @@ def ckpt_arrays(intervals_s, dtype) -> tuple[jax.Array, jax.Array]:
 
 
 def with_choices(base: Config, gpu: GPUSpec, fabric: FabricSpec, layout: Layout, *, global_batch, micro_batch,
-                 recompute, zero_stage, low_precision, ckpt_auto, ckpt_interval_s, recompute_modules=None) -> Config:
+                 recompute, zero_stage, low_precision, mxfp8, ckpt_auto, ckpt_interval_s,
+                 recompute_modules=None) -> Config:
     """``base`` with the choices of one design-space point (scalars) or of a batch ((n,) arrays);
     ``recompute_modules``: the module flags ((..., len(MODULES)), _recompute_modules), None keeps the base's."""
     modules = {} if recompute_modules is None else {
@@ -84,7 +86,7 @@ def with_choices(base: Config, gpu: GPUSpec, fabric: FabricSpec, layout: Layout,
     return base._replace(
         gpu=gpu, fabric=fabric, layout=layout,
         train=base.train._replace(global_batch=global_batch, micro_batch=micro_batch, recompute=recompute,
-                                  zero_stage=zero_stage, low_precision=low_precision, **modules),
+                                  zero_stage=zero_stage, low_precision=low_precision, mxfp8=mxfp8, **modules),
         job=base.job._replace(ckpt_auto=ckpt_auto, ckpt_interval_s=ckpt_interval_s),
     )
 
@@ -181,6 +183,7 @@ def _decode(dec: Decoding, local, rows: Rows, tables: Tables, base: Config):
                schedule=s["schedule"]),
         global_batch=global_batch, micro_batch=s["micro_batch"], recompute=tables.recompute[digits["recompute"]],
         zero_stage=tables.zero_stage[digits["zero_stage"]], low_precision=tables.low_precision[digits["precision"]],
+        mxfp8=tables.mxfp8[digits["precision"]],
         ckpt_auto=tables.ckpt_auto[ci], ckpt_interval_s=tables.ckpt_s[ci],
         recompute_modules=tables.recompute_modules[digits["recompute"]])
     index = dict(digits, n_gpus=count_i, split=split_i)
@@ -296,6 +299,7 @@ class Engine:
             n_gpus=jnp.asarray(space.n_gpus, f),
             splits={k: jnp.asarray(v, f) for k, v in space.splits.items()},
             low_precision=jnp.asarray([PRECISION[p] for p in inner["precision"]], f),
+            mxfp8=jnp.asarray([is_mxfp8(p) for p in inner["precision"]], f),
             recompute=recompute, recompute_modules=recompute_modules,
             zero_stage=jnp.asarray(inner["zero_stage"], f),
             ckpt_auto=ckpt_auto, ckpt_s=ckpt_s,

@@ -43,7 +43,7 @@ class Reason(enum.IntEnum):
 
     OK = 0
     LAYOUT = 1  # GPUs, heads, layers, batch or experts do not divide
-    PRECISION_UNSUPPORTED = 2  # fp8 or fp4 asked of a GPU without such tensor cores
+    PRECISION_UNSUPPORTED = 2  # fp8, MXFP8 or fp4 asked of a GPU without such tensor cores
     MEMORY = 3  # does not fit in HBM
     FAILURES = 4  # cluster fails faster than it can checkpoint: no progress
 
@@ -160,7 +160,7 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     # Safe stand-ins keep every intermediate finite on masked rows (double-where trick).
     dp = jnp.where(layout_ok, dp_raw, 1.0)
     n_micro = jnp.where(layout_ok, n_micro_raw, 1.0)
-    precision_ok = C.dense_peak_tflops(g, t) > 0
+    precision_ok = (C.dense_peak_tflops(g, t) > 0) & ((t.mxfp8 <= 0) | (g.mxfp8_gemm_ratio > 0))
     # Stand-in peaks on masked rows, as above.
     g = g._replace(peak_fp8_tflops=jnp.where(precision_ok, g.peak_fp8_tflops, g.peak_bf16_tflops),
                    peak_fp4_tflops=jnp.where(precision_ok, g.peak_fp4_tflops, g.peak_bf16_tflops))

@@ -71,6 +71,7 @@ class GPUSpec(NamedTuple):
     fp8_attn_speedup_gqa: Array  # the same for grouped-query heads
     ssd_eff: Array  # Mamba-2 SSD kernels: roofline time / measured time; 1 = none measured
     nvfp4_gemm_speedup: Array  # NVFP4 / FP8 GEMM rate, large shapes, measured; 0 = none measured: the peak ratio
+    mxfp8_gemm_ratio: Array  # MXFP8 / per-tensor FP8 GEMM rate, large shapes, measured; 1 = none measured; 0 = no MXFP8
     mem_eff: Array  # achieved / peak HBM bandwidth for streaming kernels
     nvlink_eff: Array  # ring all-reduce bus bandwidth / nvlink_gbps
     nvls_eff: Array  # NVLS all-reduce bus bandwidth / (2 * nvlink_gbps)
@@ -148,6 +149,7 @@ class Training(NamedTuple):
     fp8_attention: Array  # 1 = the fused attention core in FP8 where the GEMMs are (low_precision >= 1), _attention
     fused_elementwise: Array  # 1 = norms, activation, RoPE as fused kernels (TE, Apex, XLA, torch.compile), 0 = eager PyTorch (_eager)
     low_precision: Array  # GEMMs in 0 bf16/fp16, 1 fp8 or MXFP8, 2 NVFP4 (_config.PRECISION)
+    mxfp8: Array  # 1 = the fp8 GEMMs block-scaled (MXFP8: an E8M0 scale per 32 elements), 0 = per-tensor or blockwise
     grad_bytes: Array  # bytes per gradient element on the wire
     grad_compression: Array  # wire bytes / uncompressed bytes (1 = none)
     overlap_eta: Array  # fraction of the overlap window that hides DP traffic (DDP buckets, Megatron)

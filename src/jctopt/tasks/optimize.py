@@ -33,7 +33,7 @@ from optuna.trial import TrialState
 from rich.console import Console
 from rich.progress import Progress
 
-from .._config import PRECISION, ConfigError, to_config
+from .._config import PRECISION, ConfigError, is_mxfp8, to_config
 from .._engine import _stack, ckpt_arrays, recompute_tables, with_choices
 from .._jct import Reason, estimate_batch
 from .._schedules import SCHEDULES
@@ -91,6 +91,7 @@ class Evaluator:
                    f([SCHEDULES[x] for x in col["schedule"]])),
             global_batch=f(gb), micro_batch=f(col["micro_batch"]), recompute=self.recompute[ri],
             zero_stage=f(col["zero_stage"]), low_precision=f([PRECISION[p] for p in col["precision"]]),
+            mxfp8=f([is_mxfp8(p) for p in col["precision"]]),
             ckpt_auto=ckpt_auto, ckpt_interval_s=ckpt_s, recompute_modules=self.recompute_modules[ri])
         est = estimate_batch(cfg)
         out = pd.DataFrame({k: np.asarray(getattr(est, k))[:n] for k in ("jct_s", "cost_usd", "mfu", "energy_kwh",
