@@ -378,12 +378,12 @@ SELECTIVE_AC = {"core_attention": 0.0, "op": 1.0}  # -> Training.selective_op
 # GEMM precision -> Training.low_precision: 0 bf16/fp16, 1 fp8 (per-tensor or blockwise scaling,
 # or MXFP8 block scaling: Training.mxfp8, at the GPU's mxfp8_gemm_ratio of the fp8 rate), 2 NVFP4.
 PRECISION = {"bf16": 0.0, "fp16": 0.0, "fp8": 1.0, "mxfp8": 1.0, "nvfp4": 2.0}
+PEAK_OF_PRECISION = {1.0: "peak_fp8_tflops", 2.0: "peak_fp4_tflops"}
 
 
 def is_mxfp8(precision: str) -> float:
     """Training.mxfp8 of a precision: 1 for MXFP8's block-scaled fp8 GEMMs, else 0."""
     return float(precision == "mxfp8")
-PEAK_OF_PRECISION = {1.0: "peak_fp8_tflops", 2.0: "peak_fp4_tflops"}
 
 
 # --- value checks -------------------------------------------------------------------------
