@@ -144,8 +144,9 @@ def test_mxfp8_is_refused_and_masked_on_hopper(config, compose):
     """An H100 has fp8 tensor cores but no block-scaled ones (Transformer Engine runs MXFP8 from
     compute capability 10.0): `precision=mxfp8` is refused naming the key and the GPU, and the
     same point built without the check, as a sweep over precisions builds it, is masked with
-    PRECISION_UNSUPPORTED; per-tensor fp8 on the H100 runs."""
-    with pytest.raises(ConfigError, match=r"training.precision='mxfp8' is not allowed.*gpu=h100_sxm has no block-scaled"):
+    PRECISION_UNSUPPORTED; per-tensor fp8 on the H100 runs. The refusal lists what the H100 runs."""
+    with pytest.raises(ConfigError, match=r"training.precision='mxfp8' is not allowed: bf16 \| fp16 \| fp8 "
+                                          r"\(gpu=h100_sxm has no block-scaled"):
         to_config(compose("gpu=h100_sxm", "training.precision=mxfp8"))
     h100 = config("model=llama3_70b", "gpu=h100_sxm", "layout.n_gpus=512", "layout.tp=4", "layout.pp=4",
                   "training=modern", "training.global_batch=1024", "training.precision=fp8")

@@ -386,6 +386,14 @@ def is_mxfp8(precision: str) -> float:
     return float(precision == "mxfp8")
 
 
+def runs_precision(gpu, precision: str) -> bool:
+    """Whether ``gpu`` has tensor cores for ``precision``'s GEMMs: a peak for its level in the
+    catalog, and for MXFP8 block-scaled ones (``mxfp8_gemm_ratio`` > 0). The engine's mask is
+    the same test on arrays (_jct: ``precision_ok``)."""
+    peak = PEAK_OF_PRECISION.get(PRECISION[precision])
+    return (peak is None or gpu[peak] > 0) and (not is_mxfp8(precision) or gpu.mxfp8_gemm_ratio > 0)
+
+
 # --- value checks -------------------------------------------------------------------------
 
 def _fail(key: str, value: Any, allowed: str) -> None:
@@ -509,13 +517,11 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
               f"{others} (mla_up_proj needs multi-latent attention, model.kv_lora_rank > 0)")
     if tr.precision not in PRECISION:
         _fail("training.precision", tr.precision, " | ".join(PRECISION))
-    peak = PEAK_OF_PRECISION.get(PRECISION[tr.precision])
-    if peak is not None and gpu[peak] <= 0:
-        supported = [p for p, level in PRECISION.items() if level == 0 or gpu[PEAK_OF_PRECISION[level]] > 0]
-        _fail("training.precision", tr.precision, f"{' | '.join(supported)} (gpu={gpu.name} has no {tr.precision} tensor cores)")
-    if tr.precision == "mxfp8" and gpu.mxfp8_gemm_ratio <= 0:
-        _fail("training.precision", tr.precision, f"fp8 or another precision (gpu={gpu.name} has no block-scaled "
-                                                  "MXFP8 tensor cores: mxfp8_gemm_ratio 0)")
+    if not runs_precision(gpu, tr.precision):
+        supported = " | ".join(p for p in PRECISION if runs_precision(gpu, p))
+        cores = "block-scaled MXFP8 tensor cores: mxfp8_gemm_ratio 0" if is_mxfp8(tr.precision) else \
+            f"{tr.precision} tensor cores"
+        _fail("training.precision", tr.precision, f"{supported} (gpu={gpu.name} has no {cores})")
     if tr.fp8_attention and PRECISION[tr.precision] == 0:
         _fail("training.fp8_attention", tr.fp8_attention,
               f"false with training.precision={tr.precision} (FP8 attention runs inside an fp8 recipe: "
