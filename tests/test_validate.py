@@ -550,8 +550,8 @@ def test_counts_with_thousands_separators_units_and_context_lengths_in_k(compose
 
 def test_zero3_on_megatron_core_stacks_is_megatron_fsdp(compose):
     """ZeRO-3 on NeMo or Megatron-Bridge is Megatron-FSDP: full sharding and its own overlap
-    (_megatron_fsdp); torchtitan's and AutoModel's FSDP2 and a 2024 table's FSDP are not; a row
-    without ZeRO-3 is not either."""
+    (_megatron_fsdp), as is ZeRO-3 where the notes turn on use_megatron_fsdp; torchtitan's and
+    AutoModel's FSDP2 and a 2024 table's FSDP are not; a row without ZeRO-3 is not either."""
     base = compose("task=validate")
     row = {"id": "r", "source": "NeMo Framework user guide performance summary, NeMo 25.07 container",
            "model": "Llama 3 70B", "gpu": "gb200", "precision": "fp8", "num_gpus": 64, "tp": 1, "pp": 1, "cp": 1,
@@ -562,6 +562,9 @@ def test_zero3_on_megatron_core_stacks_is_megatron_fsdp(compose):
     for source in ("pytorch/torchtitan benchmarks 2024-12", "NVIDIA-NeMo/Automodel docs 2025", "Some stack 2024"):
         cfg, _ = validate.row_config(base, dict(row, source=source))
         assert not cfg.training.megatron_fsdp, source
+    # A stack the source does not name is Megatron-FSDP where the notes turn it on.
+    cfg, _ = validate.row_config(base, dict(row, source="Some stack 2024", notes="use_megatron_fsdp=True"))
+    assert cfg.training.megatron_fsdp and not cfg.training.hybrid_shard
     cfg, _ = validate.row_config(base, dict(row, zero_stage=1, tp=8))
     assert not cfg.training.megatron_fsdp
 

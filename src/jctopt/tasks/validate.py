@@ -670,9 +670,11 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     # Unnamed: full in torchtitan and AutoModel (FSDP2 over every data-parallel rank unless a
     # replicate degree is set, _fsdp_native); else hybrid from 2024 (PyTorch FSDP's HYBRID_SHARD,
     # the strategy of the 2024 FSDP blog), full before (DeepSpeed ZeRO-3, 2021).
-    # ZeRO-3 on a Megatron-Core stack (NeMo, Megatron-Bridge) is Megatron-FSDP: sharded over the
-    # whole data-parallel group, its collectives prefetched (_megatron_fsdp).
-    tr.megatron_fsdp = tr.zero_stage >= 3 and _megatron_core_stack(row)
+    # ZeRO-3 on a Megatron-Core stack (NeMo, Megatron-Bridge), or where the notes turn on
+    # use_megatron_fsdp, is Megatron-FSDP: sharded over the whole data-parallel group, its
+    # collectives prefetched (_megatron_fsdp).
+    tr.megatron_fsdp = tr.zero_stage >= 3 and (_megatron_core_stack(row)
+                                               or bool(notes_switch(str(row.get("notes", "")), "use_megatron_fsdp")))
     named = _hybrid_shard(row, year)
     tr.hybrid_shard = named if named is not None else (year >= 2024 and not _fsdp_native(row)
                                                        and not tr.megatron_fsdp)
