@@ -258,6 +258,26 @@ def test_dev2_is_placed_and_blackwell_is_fitted(predicted_dev2):
         assert err[df.gpu == gpu].median() <= 10.0, gpu
 
 
+@pytest.fixture(scope="module")
+def predicted_mbridge(compose):
+    return validate.run_validate(compose("task=validate"), validation_file("runs_mbridge_dense.csv"))
+
+
+def test_mbridge_dense_is_placed_and_guarded(predicted_mbridge):
+    """runs_mbridge_dense.csv (Megatron-Bridge's dense Llama tables, containers 25.09-26.06, not
+    in the fit): every row placed. Shipped (catalog fitted 2026-11-26 to runs_dev.csv +
+    runs_dev2.csv): median 13.8 %; H100 4.1 %, B200 9.7 %, GB200 12.4 %, GB300 23.4 %, the
+    Blackwell rows too slow (2026 stacks run Blackwell faster than the 2025 ones fitted), the
+    section medians rising with the container from 11.1 % (25.09) to 19.5 % (26.04.01). The
+    bounds are those figures + ~2 points: a regression guard, not a target."""
+    df = predicted_mbridge
+    assert len(df) == 89 and df.predicted_iter_time_s.notna().all()
+    err = df.abs_pct_error
+    assert err.median() <= 15.5
+    for gpu, bound in {"h100_sxm": 6.0, "b200": 11.5, "gb200": 14.5, "gb300": 25.5}.items():
+        assert err[df.gpu == gpu].median() <= bound, gpu
+
+
 def test_package_errata_hold():
     """The package's copy of runs_dev2.csv corrects the eight Nemotron-4 340B rows of dgxc-benchmarking
     v25.04: its README prints VP=NA, its launcher runs VP=12 (data/validation/README.md, Errata); a
