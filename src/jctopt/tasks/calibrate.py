@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
+from rich.progress import track
 
 from .. import _calibrate as Cal
 from .. import _uncertainty as U
@@ -132,15 +133,18 @@ def run_calibrate(cfg: DictConfig, runs: Path | list[Path], loso: bool = True) -
     records["weight"] = problem.weight
     records["loso_s"] = records["lodo_s"] = np.nan
     if loso:
-        dies = np.asarray(problem.dies)[problem.gpu_index]
         # Leave one source out; then leave one die out, all its rows: the error of a GPU
-        # type predicted from specs and the other dies' fit, as for B200 or MI300X.
-        for kind, labels in (("loso", records.source.to_numpy()), ("lodo", dies)):
-            for label in np.unique(labels) if len(set(labels)) > 1 else []:
-                held = labels == label
-                left_out = Cal.fit(Cal.subset(problem, np.flatnonzero(~held)), prior)
-                pred = np.asarray(Cal.step_times(jax.tree.map(jnp.asarray, left_out.values), problem))
-                records.loc[held, f"{kind}_s"] = pred[held]
+        # type predicted from specs and the other dies' fit, as for B200 or MI300X. One refit
+        # each (minutes in all on a laptop): shown as a progress bar on stderr.
+        groups = {"loso": records.source.to_numpy(), "lodo": np.asarray(problem.dies)[problem.gpu_index]}
+        refits = [(kind, label) for kind, labels in groups.items() if len(set(labels)) > 1
+                  for label in np.unique(labels)]
+        for kind, label in track(refits, description="leave-one-out refits", console=Console(stderr=True),
+                                 transient=True):
+            held = groups[kind] == label
+            left_out = Cal.fit(Cal.subset(problem, np.flatnonzero(~held)), prior)
+            pred = np.asarray(Cal.step_times(jax.tree.map(jnp.asarray, left_out.values), problem))
+            records.loc[held, f"{kind}_s"] = pred[held]
     for kind in KINDS:
         records[f"{kind}_abs_pct_error"] = _pct(records[f"{kind}_s"], records.measured_iter_time_s.to_numpy(float))
     gpu = {}
