@@ -135,7 +135,7 @@ def run_calibrate(cfg: DictConfig, runs: Path | list[Path], loso: bool = True) -
     if loso:
         # Leave one source out; then leave one die out, all its rows: the error of a GPU
         # type predicted from specs and the other dies' fit, as for B200 or MI300X. One refit
-        # each (minutes in all on a laptop): shown as a progress bar on stderr.
+        # each, tens of minutes in all on two cores: shown as a progress bar on stderr.
         groups = {"loso": records.source.to_numpy(), "lodo": np.asarray(problem.dies)[problem.gpu_index]}
         refits = [(kind, label) for kind, labels in groups.items() if len(set(labels)) > 1
                   for label in np.unique(labels)]
