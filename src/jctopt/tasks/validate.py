@@ -454,6 +454,12 @@ def _stated_hardware(cfg: DictConfig, row: dict) -> None:
         cfg.gpu.hbm_gb, cfg.gpu.hbm_tbps = float(m.group(1)), float(m.group(2))
 
 
+def _megatron_fsdp_switch(row: dict) -> bool:
+    """Whether the row's notes turn Megatron-FSDP on (``use_megatron_fsdp``): read for its ZeRO
+    stage (_settings_from_notes), its sharding (_hybrid_shard) and its overlap (row_config)."""
+    return bool(notes_switch(str(row.get("notes", "")), "use_megatron_fsdp"))
+
+
 def _hybrid_shard(row, year: int) -> bool | None:
     """ZeRO-3 sharding strategy as the row's notes or its zero_stage cell name it (FSDP
     ``FULL_SHARD``, or ``HYBRID_SHARD`` / HSDP; Megatron-FSDP: full); None where they name none."""
@@ -462,7 +468,7 @@ def _hybrid_shard(row, year: int) -> bool | None:
         return False
     if "HYBRID_SHARD" in notes or "HSDP" in notes:
         return True
-    if notes_switch(row.get("notes", ""), "use_megatron_fsdp"):
+    if _megatron_fsdp_switch(row):
         return False  # Megatron-FSDP shards over the whole data-parallel group unless told otherwise
     return None
 
@@ -487,7 +493,7 @@ def _settings_from_notes(row: dict) -> dict:
             stated["recompute"] = GRANULARITY[granularity[0]]
         elif notes_switch(notes, "recompute_activations"):
             stated["recompute"] = "selective"
-    if _blank(row.get("zero_stage")) and notes_switch(notes, "use_megatron_fsdp"):
+    if _blank(row.get("zero_stage")) and _megatron_fsdp_switch(row):
         strategy = notes_setting(notes, "data_parallel_sharding_strategy")
         stated["zero_stage"] = MEGATRON_FSDP_STAGES.get(strategy[0] if strategy else "optim_grads_params", "3")
     return dict(row, **stated) if stated else row
@@ -673,8 +679,7 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     # ZeRO-3 on a Megatron-Core stack (NeMo, Megatron-Bridge), or where the notes turn on
     # use_megatron_fsdp, is Megatron-FSDP: sharded over the whole data-parallel group, its
     # collectives prefetched (_megatron_fsdp).
-    tr.megatron_fsdp = tr.zero_stage >= 3 and (_megatron_core_stack(row)
-                                               or bool(notes_switch(str(row.get("notes", "")), "use_megatron_fsdp")))
+    tr.megatron_fsdp = tr.zero_stage >= 3 and (_megatron_core_stack(row) or _megatron_fsdp_switch(row))
     named = _hybrid_shard(row, year)
     tr.hybrid_shard = named if named is not None else (year >= 2024 and not _fsdp_native(row)
                                                        and not tr.megatron_fsdp)
