@@ -34,8 +34,8 @@ def test_config_and_data_live_in_the_package():
     package = REPO / "src" / "jctopt"
     assert CONF_DIR == package / "conf" and (CONF_DIR / "config.yaml").is_file()
     assert VALIDATION_DIR == package / "data" / "validation"
-    for name in ("runs_dev.csv", "runs_dev2.csv", "runs_moe_dev.csv", "runs_mbridge_dense.csv", "hardware.csv",
-                 "collectives.csv", "reliability.csv"):
+    for name in ("runs_dev.csv", "runs_dev2.csv", "runs_moe_dev.csv", "runs_mbridge_dense.csv", "runs_mbridge_moe.csv",
+                 "hardware.csv", "collectives.csv", "reliability.csv"):
         assert validation_file(name).stat().st_size > 1000
     assert "source" in (VALIDATION_DIR / "README.md").read_text()
     with pytest.raises(FileNotFoundError, match="runs_dev.csv"):
