@@ -23,9 +23,15 @@ squares in relative error): H200 (cuDNN 9.19) 0.575 of 989 TFLOP/s, within 14 %;
 rate). The Hopper parts carry it; ``attn_eff`` stays the rate of FlashAttention-2 and PyTorch's
 SDPA there, which `calibrate` fits. The Blackwell parts do not: every Blackwell row ran cuDNN's
 kernel, so their fitted attn_eff (0.30, about half the kernel's 0.537) is what those rows imply
-for it, and at the kernel's own rate the Blackwell MoE rows of runs_moe_dev.csv come out 8 points
-faster (median -16 % against -8 %, refitted): the fitted value carries Blackwell costs the model
-does not itemise, and stays until they are found.
+for it. The kernel has grown faster on Blackwell release by release (the same benchmark's history,
+Llama 3.1 405B shape, 128 query heads, forward + backward over the bf16 peak at s = 4096 / 8192 /
+16384): B200 through PyTorch's SDPA, cuDNN 9.10 and 9.13, 0.33 / 0.44 / 0.51 (@f937055, @0b1577c);
+GB300 0.38 / 0.49 / 0.55 at cuDNN 9.13 and 0.49 / 0.57 / 0.61 at 9.17 (@0b1577c, @b372d39). The
+catalog's Blackwell parts at the kernel's 2026 rate, refitted on runs_dev.csv + runs_dev2.csv
+(2026-11-28, not applied): dense 2025 rows as good (runs_dev2.csv 2.9 %), but runs_moe_dev.csv 14.5 %
+(7.8 % now), and the 2026 rows of runs_mbridge_dense.csv no closer (13.3 %, 13.8 % now; GB200 still
+10 % too slow, the refit lowers Blackwell's GEMM rates to keep the 2025 rows): the fitted value
+carries Blackwell costs the model does not itemise, and stays until they are found.
 
 One call per layer, micro-batch and pass is charged; context parallelism's ring steps are not
 counted apart.
