@@ -26,7 +26,8 @@ kernel, so their fitted attn_eff (0.30, about half the kernel's 0.537) is what t
 for it. The kernel has grown faster on Blackwell release by release (the same benchmark's history,
 Llama 3.1 405B shape, 128 query heads, forward + backward over the bf16 peak at s = 4096 / 8192 /
 16384): B200 through PyTorch's SDPA, cuDNN 9.10 and 9.13, 0.33 / 0.44 / 0.51 (@f937055, @0b1577c);
-GB300 0.38 / 0.49 / 0.55 at cuDNN 9.13 and 0.49 / 0.57 / 0.61 at 9.17 (@0b1577c, @b372d39). The
+GB300 0.38 / 0.49 / 0.55 at cuDNN 9.13 (PyTorch's SDPA) and 0.49 / 0.57 / 0.61 at 9.17 (cuDNN's
+frontend called directly; @0b1577c, @b372d39). The
 catalog's Blackwell parts at the kernel's 2026 rate, refitted on runs_dev.csv + runs_dev2.csv
 (2026-11-28, not applied): dense 2025 rows as good (runs_dev2.csv 2.9 %), but runs_moe_dev.csv 14.5 %
 (7.8 % now), and the 2026 rows of runs_mbridge_dense.csv no closer (13.3 %, 13.8 % now; GB200 still
