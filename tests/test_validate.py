@@ -200,7 +200,7 @@ def predicted_dev2(compose):
 # 2026-11-27) + ~2 points.
 DEV2_BOUNDS = {
     'NVIDIA/dgxc-benchmarking v24.11.1..v25.01.1 (ghcr.io/nvidia/jax:maxtext-2024-12-09), README "Expected Performance" table': 6.5,  # 5.1 (2.5 before cuDNN's measured rate on Hopper)
-    'NVIDIA/dgxc-benchmarking v24.11.1..v25.01.1 (ghcr.io/nvidia/jax:pax-2024-03-04), README "Expected Performance" table': 17.0,  # 16.9
+    'NVIDIA/dgxc-benchmarking v24.11.1..v25.01.1 (ghcr.io/nvidia/jax:pax-2024-03-04), README "Expected Performance" table': 17.0,  # 15.2 (16.9 before its remat policies were read)
     'NVIDIA/dgxc-benchmarking v24.11.1..v25.01.1 (nemo:24.05), README "Expected Performance" table': 5.5,  # 4.3
     'NVIDIA/dgxc-benchmarking v24.11.1..v25.01.1 (nemo:24.09), README "Expected Performance" table': 6.0,  # 2.3
     'NVIDIA/dgxc-benchmarking v24.11.1..v25.03 (nemo:24.09), README "Expected Performance" table': 3.5,  # 1.3
@@ -1044,6 +1044,27 @@ def test_a_recompute_cell_in_activation_checkpointing_words(cell, mode):
     "checkpointing", "granularity"); a stated none stays none whatever its flags say after it;
     SAC and Megatron's module names are selective."""
     assert recompute_mode(cell) == mode
+
+
+def test_paxml_remat_policies_in_the_notes_are_read(compose, predicted_dev2):
+    """A blank recompute cell takes the Paxml remat policy the notes print (praxis
+    checkpoint_policy.py): SAVE_QKV_OUT_PROJ recomputes the norms, the attention core and the MLP,
+    SAVE_DOT_ONLY the norms and the attention core; a policy not modelled is refused by name. Read
+    so, DGX Cloud's GPT-3 175B Paxml rows (SAVE_QKV_OUT_PROJ) come within 4 % (10.5-15.8 % too fast
+    before: 2.1 % median); the 5B rows (SAVE_DOT_ONLY) stay 15-18 % too fast."""
+    base = compose("task=validate")
+    dev2 = pd.read_csv(validation_file("runs_dev2.csv")).set_index("id")
+    expected = {"dgxc_pax_gpt3_175b_h100_fp8_128g": {"layernorm", "core_attn", "mlp"},
+                "dgxc_pax_gpt3_5b_h100_bf16_16g": {"layernorm", "core_attn"}}
+    for rid, modules in expected.items():
+        row = {k: (None if pd.isna(v) else v) for k, v in dev2.loc[rid].to_dict().items()}
+        cfg, used = validate.row_config(base, dict(row, id=rid))
+        assert cfg.training.recompute == "selective" and set(cfg.training.recompute_modules) == modules, rid
+        assert "recompute" not in used
+    with pytest.raises(validate.RowError, match=r"remat policy 'SAVE_CONTEXT' in the notes is not modelled"):
+        validate.row_config(base, dict(row, id="r", notes="remat SAVE_CONTEXT"))
+    err = predicted_dev2.set_index("id").abs_pct_error
+    assert err[err.index.str.startswith("dgxc_pax_gpt3_175b")].median() <= 4.0
 
 
 def test_a_blank_step_time_from_the_rows_batch_and_throughput(compose):

@@ -34,8 +34,8 @@ from ._catalog_models import (architecture_cells, catalog_model, hybrid_keys, hy
                               sliding_window)
 from ._risk import check_confidence, error_basis, log_quantiles
 from ._spellings import (COUNT_UNITS, MAX_NIC_GBIT, NO_FABRIC, RECOMPUTE, RECOMPUTE_ON,
-                         RowError, attention_kind, free_text_fabric, notes_setting, notes_switch, recompute_mode,
-                         recompute_modules, row_gpu, row_precision, word_value)
+                         RowError, attention_kind, free_text_fabric, notes_setting, notes_switch, pax_remat,
+                         recompute_mode, recompute_modules, row_gpu, row_precision, word_value)
 from ._output import pyplot, save_plot
 
 DEFAULT_RUNS = "runs_dev.csv"  # shipped with the package (jctopt/data/validation/)
@@ -484,7 +484,8 @@ GRANULARITY = {"full": "full", "selective": "selective", "none": "none", "null":
 def _settings_from_notes(row: dict) -> dict:
     """``row`` with its blank recompute and zero_stage cells read from the settings its notes
     print (notes_setting): Megatron-Core's ``recompute_granularity`` (``--recompute-activations``:
-    selective), and Megatron-FSDP (``use_megatron_fsdp``) with its sharding strategy as a ZeRO stage."""
+    selective) or Paxml's remat policy (pax_remat), and Megatron-FSDP (``use_megatron_fsdp``) with
+    its sharding strategy as a ZeRO stage."""
     notes = row.get("notes", "")
     stated = {}
     if _blank(row.get("recompute")):
@@ -493,6 +494,8 @@ def _settings_from_notes(row: dict) -> dict:
             stated["recompute"] = GRANULARITY[granularity[0]]
         elif notes_switch(notes, "recompute_activations"):
             stated["recompute"] = "selective"
+        elif (policy := pax_remat(notes)) is not None:
+            stated["recompute"] = policy
     if _blank(row.get("zero_stage")) and _megatron_fsdp_switch(row):
         strategy = notes_setting(notes, "data_parallel_sharding_strategy")
         stated["zero_stage"] = MEGATRON_FSDP_STAGES.get(strategy[0] if strategy else "optim_grads_params", "3")
@@ -1266,7 +1269,9 @@ def report(df: pd.DataFrame, runs: Path) -> str:
               "notes name its layer-level policy; Megatron's attention core (`core_attention`) otherwise",
               "- Which modules Megatron's selective recompute repeats (`recompute_modules`): those the recompute "
               "cell lists (`selective:mla_up_proj,mlp`) or names in prose (RMSNorm, MLA up-projection), else "
-              "the notes' `recompute_modules=[...]`, else Megatron-Core's default, the attention core (`core_attn`)",
+              "the notes' `recompute_modules=[...]` or Paxml remat policy (`SAVE_QKV_OUT_PROJ`: norms, attention "
+              "core, MLP; `SAVE_DOT_ONLY`: norms, attention core), else Megatron-Core's default, the attention "
+              "core (`core_attn`)",
               "- Host launch time per MoE layer (`moe_host_s`): the training preset's, 0 where the notes name a "
               "full-iteration CUDA graph (`full_iteration`) or CUDA graphs over token-dropping layers (static "
               "shapes); Transformer Engine graphs over `moe_router` and `moe_preprocess` with the HybridEP "
