@@ -32,7 +32,17 @@ catalog's Blackwell parts at the kernel's 2026 rate, refitted on runs_dev.csv + 
 (2026-11-28, not applied): dense 2025 rows as good (runs_dev2.csv 2.9 %), but runs_moe_dev.csv 14.5 %
 (7.8 % now), and the 2026 rows of runs_mbridge_dense.csv no closer (13.3 %, 13.8 % now; GB200 still
 10 % too slow, the refit lowers Blackwell's GEMM rates to keep the 2025 rows): the fitted value
-carries Blackwell costs the model does not itemise, and stays until they are found.
+carries Blackwell costs the model does not itemise, and stays until they are found. Two more
+trials, neither applied: (1) the kernel's 2026 rate only for stacks with cuDNN 9.17 or later (NeMo's
+containers: 25.09 cuDNN 9.11, 25.11 9.13, 26.02 9.18, 26.04 9.20, 26.06 9.21; Megatron-Bridge
+docs/releases/software-versions.md @067f987df0), 2025 rows at the fitted rate: runs_mbridge_dense.csv
+13.8 -> 11.1 %, but runs_moe_dev.csv 7.8 -> 11.5 % (10.6 % with the launch floor refitted, 0.013 s;
+leave-one-family-out 13.7 %) and runs_mbridge_moe.csv 16.6 -> 17.4 %: Megatron-Bridge's 2026
+Qwen3-30B-A3B rows, close now, come out 10-16 % too fast. (2) runs_mbridge_dense.csv added to the
+calibration (661 rows): the fit raises Blackwell's attn_eff to 0.48 (GB300 0.54) and keeps the GEMM
+rates; fitted 4.04 %, leave-one-source-out 4.56 %, the 2026 sections still 9-13 % off fitted;
+runs_mbridge_moe.csv 14.4 %, but runs_moe_dev.csv 13.2 % (launch floor refitted to 0.0125 s; 12.0 %
+at 0.009).
 
 One call per layer, micro-batch and pass is charged; context parallelism's ring steps are not
 counted apart.
