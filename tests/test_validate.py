@@ -113,10 +113,12 @@ def test_precision_spellings_of_the_sources(cell, precision):
                                                 ("B300 SXM6", "b300", False), ("B200-SXM6", "b200", False),
                                                 ("Blackwell Ultra GB300", "gb300", False), ("B300 HGX 8-GPU", "b300", False),
                                                 ("GB300 NVL72 rack", "gb300", False), ("A100 40 GB", "a100_40gb", False),
-                                                ("GB200 NVL4", "gb200_nvl4", False)])
+                                                ("GB200 NVL4", "gb200_nvl4", False), ("8x B300", "b300", False),
+                                                ("8xH100 SXM", "h100_sxm", False), ("B200 x 8", "b200", False),
+                                                ("MI300X 192", "mi300x", False)])
 def test_gpu_spellings_of_the_sources(cell, gpu, aliased):
-    """Case, separators, a parenthesis and the vendor, system, architecture or HBM words are
-    spelling; an H100 or A100 of unstated form factor or memory is an assumption, recorded
+    """Case, separators, a parenthesis, a GPU count and the vendor, system, architecture or HBM
+    words are spelling; an H100 or A100 of unstated form factor or memory is an assumption, recorded
     among the defaults used; PCIe and NVL name other parts, outside the catalog."""
     assert validate.row_gpu(cell) == (gpu, aliased)
 

@@ -36,7 +36,9 @@ A100_CLASS = "a100_class"  # a source's "A100-class" GPU: the 80 GB part, assume
 def row_gpu(value) -> tuple[str, bool]:
     """(catalog key, whether an assumption stood in for an unstated memory or form factor) for
     a CSV gpu cell; the key may still be missing from the catalog (row_config says so)."""
-    key = re.sub(r"[\s\-]+", "_", re.sub(r"\([^)]*\)", " ", str(value)).strip().lower())
+    # A count of GPUs before or after the part ("8x H100", "B300 x 8"; not MI300X's X) is not its name.
+    named = re.sub(r"^\s*\d+\s*[x\u00d7]\s*|\s+[x\u00d7]\s*\d+\s*$", " ", str(value), flags=re.IGNORECASE)
+    key = re.sub(r"[\s\-]+", "_", re.sub(r"\([^)]*\)", " ", named).strip().lower())
     if key == A100_CLASS:
         return "a100_80gb", True
     words = [w for w in key.split("_") if w]
