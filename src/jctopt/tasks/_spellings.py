@@ -212,13 +212,14 @@ def recompute_modules(cell, notes) -> list[str] | None:
     return sorted(set(names), key=MEGATRON_MODULES.index) or None
 
 
-# Paxml's remat policies as its runs' notes print them ("remat SAVE_QKV_OUT_PROJ"), read as the
-# Megatron modules the backward runs again (praxis AutodiffCheckpointType, google/praxis
-# praxis/layers/checkpoint_policy.py @5ae5e1b): SAVE_QKV_OUT_PROJ keeps only the QKV and output
-# projections' outputs (save_only_these_names), so the norms, the attention core and the MLP (its
-# GEMMs and activation) run again; SAVE_DOT_ONLY (checkpoint_dots) keeps every matmul's output, so
-# the norms and the attention core (Transformer Engine's fused kernel is a custom call, not a dot)
-# run again; SAVE_NOTHING recomputes the whole layer, SAVE_EVERYTHING nothing.
+# Paxml's remat policies as its runs' notes print them ("remat SAVE_QKV_OUT_PROJ", the experiment's
+# CHECKPOINT_POLICY; any case), read as the Megatron modules the backward runs again (praxis
+# AutodiffCheckpointType, google/praxis praxis/layers/checkpoint_policy.py @5ae5e1b):
+# SAVE_QKV_OUT_PROJ keeps only the QKV and output projections' outputs (save_only_these_names), so
+# the norms, the attention core and the MLP (its GEMMs and activation) run again; SAVE_DOT_ONLY
+# (checkpoint_dots) keeps every matmul's output, so the norms and the attention core (Transformer
+# Engine's fused kernel is a custom call, not a dot) run again; SAVE_NOTHING recomputes the whole
+# layer, SAVE_EVERYTHING nothing.
 PAX_REMAT = {"save_qkv_out_proj": "selective:layernorm,core_attn,mlp", "save_dot_only": "selective:layernorm,core_attn",
              "save_nothing": "full", "save_everything": "none"}
 
@@ -226,7 +227,7 @@ PAX_REMAT = {"save_qkv_out_proj": "selective:layernorm,core_attn,mlp", "save_dot
 def pax_remat(notes) -> str | None:
     """The recompute cell a Paxml remat policy in the notes stands for (PAX_REMAT); None where the
     notes name none; RowError for a policy not modelled."""
-    named = re.search(r"\bremat\s+(SAVE_[A-Z_]+)\b", str(notes))
+    named = re.search(r"\b(?:remat|checkpoint_policy)\s*[=:]?\s*(save_[a-z_]+)\b", str(notes), re.IGNORECASE)
     if named is None:
         return None
     policy = named.group(1).lower()
