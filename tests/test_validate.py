@@ -1055,12 +1055,12 @@ def test_paxml_remat_policies_in_the_notes_are_read(compose, predicted_dev2):
     so, DGX Cloud's GPT-3 175B Paxml rows (SAVE_QKV_OUT_PROJ) come within 4 % (median 2.1 %; 10.5-15.8 %
     too fast before); the 5B rows (SAVE_DOT_ONLY) stay 15-18 % too fast."""
     base = compose("task=validate")
-    dev2 = pd.read_csv(validation_file("runs_dev2.csv")).set_index("id")
+    dev2 = pd.read_csv(validation_file("runs_dev2.csv"))
     expected = {"dgxc_pax_gpt3_175b_h100_fp8_128g": {"layernorm", "core_attn", "mlp"},
                 "dgxc_pax_gpt3_5b_h100_bf16_16g": {"layernorm", "core_attn"}}
     for rid, modules in expected.items():
-        row = {k: (None if pd.isna(v) else v) for k, v in dev2.loc[rid].to_dict().items()}
-        cfg, used = validate.row_config(base, dict(row, id=rid))
+        row = _row(dev2, rid)
+        cfg, used = validate.row_config(base, row)
         assert cfg.training.recompute == "selective" and set(cfg.training.recompute_modules) == modules, rid
         assert "recompute" not in used
     cfg, _ = validate.row_config(base, dict(row, id="r", notes="checkpoint_policy=save_nothing"))
