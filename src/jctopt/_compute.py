@@ -486,7 +486,7 @@ def layer_block_times(m: ModelSpec, g: GPUSpec, t: Training, tp, cp, gemm, core,
     return qkv + proj + core + scan + 0.5 * elem, gemm - qkv - proj + 0.5 * elem
 
 
-def ssd_time_per_token(m: ModelSpec, g: GPUSpec, scan_bytes, scan_flops):
+def ssd_time_per_token(m: ModelSpec, g: GPUSpec, scan_bytes, scan_flops, backward=False):
     """Time (s) per token of the SSD kernels (one pass, before TP) that move ``scan_bytes``
     and run ``scan_flops`` of chunk matmuls at the GEMM rate of their thinnest dimension, the
     head. Each kernel overlaps its loads with its matmuls, so the slower of the two sets the pace
@@ -497,10 +497,19 @@ def ssd_time_per_token(m: ModelSpec, g: GPUSpec, scan_bytes, scan_flops):
     would give 168), so ``ssd_eff`` 1. On a B200 the same Triton kernels (8 heads of 64, 8
     groups of state 128, chunks of 128) take 7.13-7.26 ns a token against the roofline's 4.36:
     0.61 (flashinfer-ai/flashinfer PR #2709, Triton baseline; NVIDIA's CUTLASS SSD examples call
-    the kernel bound by its segment-sum arithmetic, with low MMA use on Blackwell)."""
+    the kernel bound by its segment-sum arithmetic, with low MMA use on Blackwell).
+
+    ``backward``: the backward kernels at the GPU's ``ssd_bwd_eff``, set where only whole
+    training steps are measured (fwd + bwd): a pure Mamba-2 model of 48 layers of width 2048
+    (64 heads of 64, one group of state 128, batch 4 x 4,096, bf16) trains at 102.5, 239.2 and
+    360.4 TFLOP/s on an A100, an H200 and a GB200 (state-spaces/mamba issue #904, "Training
+    throughput" table, 2026-04-06). The model gives A100 / H200 2.35 (measured 2.33) at the
+    roofline on both; GB200 / H200 1.51 asks the backward kernels to run at 0.38 of theirs on
+    Blackwell, the forward staying at its measured 0.61 (1.73 were both at 0.61)."""
     p = jnp.maximum(m.mamba_head_dim, 1.0)  # a model without mixers has no head (no 0/0)
     scan_rate = bf16_matmul_flops(g) * p / (p + g.matmul_half_dim)
-    return jnp.maximum(scan_bytes / hbm_rate(g), scan_flops / scan_rate) / g.ssd_eff
+    eff = jnp.where(backward, g.ssd_bwd_eff, g.ssd_eff)
+    return jnp.maximum(scan_bytes / hbm_rate(g), scan_flops / scan_rate) / eff
 
 
 def mamba_mixer_times(m: ModelSpec, g: GPUSpec, tokens, tp):
@@ -510,14 +519,14 @@ def mamba_mixer_times(m: ModelSpec, g: GPUSpec, tokens, tp):
     kernel (_mamba). 0 for a model without mixers."""
     mamba = Hy.mamba_share(m) > 0
 
-    def pass_time(stream_bytes, scan_bytes, scan_flops):
-        per_token = stream_bytes / hbm_rate(g) + ssd_time_per_token(m, g, scan_bytes, scan_flops)
+    def pass_time(stream_bytes, scan_bytes, scan_flops, backward):
+        per_token = stream_bytes / hbm_rate(g) + ssd_time_per_token(m, g, scan_bytes, scan_flops, backward)
         return jnp.where(mamba, tokens / tp * per_token, 0.0)
 
     return (pass_time(Mb.stream_forward_bytes_per_token(m), Mb.scan_forward_bytes_per_token(m),
-                      Mb.scan_forward_flops_per_token(m)),
+                      Mb.scan_forward_flops_per_token(m), False),
             pass_time(Mb.stream_backward_bytes_per_token(m), Mb.scan_backward_bytes_per_token(m),
-                      Mb.scan_backward_flops_per_token(m)))
+                      Mb.scan_backward_flops_per_token(m), True))
 
 
 CROSS_ENTROPY_BYTES = 20.0

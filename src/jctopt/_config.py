@@ -102,6 +102,7 @@ class GPUConf:
     # Mamba-2's SSD kernels (mamba_ssm's Triton): their roofline time / measured time on this
     # architecture; 1 = none measured: at their roofline (_compute.ssd_time_per_token)
     ssd_eff: float = 1.0
+    ssd_bwd_eff: float = 1.0  # the backward kernels'; 1 = none measured
     # NVFP4 / FP8 (per-tensor scaled) GEMM kernel rate, large shapes, operands pre-quantized, one
     # benchmark on this GPU; 0 = none measured: the peak ratio (_compute.nvfp4_gemm_speedup)
     nvfp4_gemm_speedup: float = 0.0
@@ -423,7 +424,7 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
         "model": ["n_layers", "hidden", "ffn_hidden", "n_heads", "vocab", "seq_len", "n_experts", "top_k"],
         "gpu": ["peak_bf16_tflops", "hbm_gb", "hbm_tbps", "nvlink_gbps", "nvlink_domain", "tdp_w",
                 "matmul_eff", "matmul_half_dim", "attn_eff", "mem_eff", "nvlink_eff", "nvlink_latency_us", "ll_latency_us", "mtbf_gpu_h",
-                "host_link_gbps", "fp8_attn_speedup", "fp8_attn_speedup_gqa", "ssd_eff"],
+                "host_link_gbps", "fp8_attn_speedup", "fp8_attn_speedup_gqa", "ssd_eff", "ssd_bwd_eff"],
         "fabric": ["nic_gbit", "nic_eff", "latency_us", "host_copy_gbps", "mtbf_nic_h", "mtbf_switch_h"],
         "cluster": ["gpus_per_node", "nics_per_node", "switch_radix", "mtbf_node_h",
                     "storage_write_gbps", "storage_read_gbps", "staging_gbps", "power_frac", "pue"],

@@ -70,6 +70,7 @@ class GPUSpec(NamedTuple):
     fp8_attn_speedup: Array  # bf16 / fp8 time of the fused attention core, fwd+bwd, heads with their own K/V (MHA, MLA); 1 = none measured
     fp8_attn_speedup_gqa: Array  # the same for grouped-query heads
     ssd_eff: Array  # Mamba-2 SSD kernels: roofline time / measured time; 1 = none measured
+    ssd_bwd_eff: Array  # the same for their backward kernels
     nvfp4_gemm_speedup: Array  # NVFP4 / FP8 GEMM rate, large shapes, measured; 0 = none measured: the peak ratio
     mxfp8_gemm_ratio: Array  # MXFP8 / per-tensor FP8 GEMM rate, large shapes, measured; 1 = none measured; 0 = no MXFP8
     mem_eff: Array  # achieved / peak HBM bandwidth for streaming kernels
