@@ -100,7 +100,8 @@ DEFAULTS = {
                      "micro-batch per data-parallel replica (per pipeline stage under PP), as long-sequence "
                      "benchmarks run"),
     "recompute": ("the notes' recompute_granularity; else the least that fits",
-                  "Megatron-Core's recompute_granularity (--recompute-activations: selective) where the notes print "
+                  "Megatron-Core's recompute_granularity (--recompute-activations: selective; recompute=none, a "
+                  "recipe summary's) where the notes print "
                   "it; else none, else selective, else whole-layer recompute of the fewest layers per stage "
                   "(Megatron's block method), up to full: the first the memory model says fits (the run "
                   "was measured, so it fit); from selective where the cell says only that recompute was on (yes, "
@@ -484,12 +485,13 @@ GRANULARITY = {"full": "full", "selective": "selective", "none": "none", "null":
 def _settings_from_notes(row: dict) -> dict:
     """``row`` with its blank recompute and zero_stage cells read from the settings its notes
     print (notes_setting): Megatron-Core's ``recompute_granularity`` (``--recompute-activations``:
-    selective) or Paxml's remat policy (pax_remat), and Megatron-FSDP (``use_megatron_fsdp``) with
+    selective; ``recompute=none`` as runs_mbridge_dense.csv summarises its recipes) or Paxml's remat
+    policy (pax_remat), and Megatron-FSDP (``use_megatron_fsdp``) with
     its sharding strategy as a ZeRO stage."""
     notes = row.get("notes", "")
     stated = {}
     if _blank(row.get("recompute")):
-        granularity = notes_setting(notes, "recompute_granularity")
+        granularity = notes_setting(notes, "recompute_granularity", "recompute")
         if granularity is not None and granularity[0] in GRANULARITY:
             stated["recompute"] = GRANULARITY[granularity[0]]
         elif notes_switch(notes, "recompute_activations"):
