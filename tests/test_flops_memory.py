@@ -90,6 +90,22 @@ def test_swiglu_layer_activations_by_hand(config):
     assert float(stored) == pytest.approx(s * (10 * h + 4 * h + 4 * 1024 + 6 * ffn) / 4, rel=1e-9)
 
 
+def test_no_dropout_keeps_no_masks(config):
+    """The same Llama 3 8B layer without dropout (its recipe's, training.dropout=false): the two
+    1-byte masks (after attention, after the MLP) are not kept, 8 h replicated instead of 10 h;
+    unfused, the scores keep the softmax output alone, 2 a s^2 b of Korthikanti's 5."""
+    common = ("model=llama3_8b", "layout.tp=4", "layout.pp=1", "layout.n_gpus=4", "training.micro_batch=1",
+              "training.seq_parallel=true", "training.recompute=none", "training.global_batch=1",
+              "model.seq_len=8192", "training.dropout=false")
+    cfg = config(*common, "training.flash_attention=true")
+    s, h, ffn, a = 8192, 4096, 14336, 32
+    stored, _ = Mem.activation_bytes_per_layer(cfg.model, cfg.layout, cfg.train)
+    assert float(stored) == pytest.approx(s * (8 * h + 4 * h + 4 * 1024 + 6 * ffn) / 4, rel=1e-9)
+    unfused = config(*common, "training.flash_attention=false")
+    stored_unfused, _ = Mem.activation_bytes_per_layer(unfused.model, unfused.layout, unfused.train)
+    assert float(stored_unfused - stored) == pytest.approx(2 * a * s * s / 4, rel=1e-9)
+
+
 def test_fp8_keeps_the_gemm_inputs_at_one_byte(config):
     """The same layer under fp8: the QKV and fc1 inputs (h each), the projection's input (the
     context, h) and the down GEMM's input (ffn) are kept as their 1-byte FP8 copies for the

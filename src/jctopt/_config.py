@@ -191,6 +191,7 @@ class TrainingConf:
     fused_attention: bool = False  # Transformer Engine's cuDNN attention (Megatron-Core, NeMo) instead of FlashAttention-2
     fp8_attention: bool = False  # the fused attention core in FP8 (Megatron fp8_dot_product_attention); fp8/mxfp8/nvfp4 only
     fused_elementwise: bool = True  # norms, activation, RoPE fused (TE, Apex, XLA, torch.compile); false: eager PyTorch (_eager)
+    dropout: bool = False  # hidden and attention dropout on: their 1-byte masks are kept for backward (_memory)
     precision: str = "bf16"  # bf16 | fp16 | fp8 | mxfp8 | nvfp4 (PRECISION)
     grad_bytes: float = 2.0
     grad_compression: float = 1.0

@@ -70,6 +70,11 @@ def activation_bytes_per_layer(m: ModelSpec, lay: Layout, t: Training):
     weight gradient (Transformer Engine's Linear: "input^T" in FP8 feeds the wgrad GEMM, TE docs,
     low-precision training, "Linear layer data flow"): the QKV, projection, fc1 and fc2 inputs
     at 1 byte, not 2. Attention's Q, K, V and the norms stay bf16.
+    Dropout's 1-byte masks (after attention and after the MLP, sbh each; on the scores, a s^2 b,
+    with its 2-byte output) are kept only where dropout is on (``t.dropout``, Korthikanti's
+    GPT-3 setting); at p = 0 PyTorch's dropout returns its input and keeps nothing
+    (aten/src/ATen/native/Dropout.cpp), so a LLaMA-era layer keeps 2 s b h less and 2 a s^2 b of
+    its unfused scores' 5.
     A hybrid's layers hold one mixer or one MLP each (_hybrid): half the replicated term per
     mixer and per MLP, attention's terms on its share of the layers, a Mamba-2 mixer's own
     (_mamba.stored_activation_bytes_per_token, split over tp) on its share.
@@ -81,8 +86,9 @@ def activation_bytes_per_layer(m: ModelSpec, lay: Layout, t: Training):
     s, b, h, tp, cp = t.seq_len, t.micro_batch, m.hidden, lay.tp, lay.cp
     sbh = s * b * h
     low = jnp.where(t.low_precision >= 1, 1.0, 0.0)  # GEMM inputs saved at 1 byte instead of 2
-    # Norm inputs, dropout masks, QKV / fc1 inputs: 5 - low bytes per hidden unit per mixer and MLP.
-    replicated = (5.0 - low) * Hy.sublayers(m) * sbh
+    # Norm inputs, dropout masks (1 byte, with dropout on), QKV / fc1 inputs: 4 + dropout - low
+    # bytes per hidden unit per mixer and MLP.
+    replicated = (4.0 + t.dropout - low) * Hy.sublayers(m) * sbh
     # Q, context, K, V (MLA: K and V up-projected per head, kv_heads = n_heads); the context is
     # the projection's input.
     attn = Hy.attention_share(m)
@@ -92,7 +98,7 @@ def activation_bytes_per_layer(m: ModelSpec, lay: Layout, t: Training):
     # The busiest expert-parallel rank keeps its excess of routed tokens too (_experts).
     routed_excess = (E.busiest_rank_tokens(t) - 1.0) * C.moe_layer_fraction(m) * m.top_k * m.moe_ffn_hidden
     split_mlp = s * b * (C.mlp_width_per_token(m) + routed_excess) * (4.0 + 2.0 * m.glu - low)
-    scores = attn * 5.0 * m.n_heads * s * s * b
+    scores = attn * (2.0 + 3.0 * t.dropout) * m.n_heads * s * s * b  # softmax output (+ mask, dropout output)
     # Selective recompute drops the attention core's scores (torchtitan's per-op policy and
     # Megatron's default, core_attn), or what the modules it names would keep (_recompute_modules).
     rc = Rm.flags(t)

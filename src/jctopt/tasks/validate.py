@@ -711,6 +711,9 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     # perplexity) from the logits after every micro-batch (composer/trainer/trainer.py).
     tr.metric_loss_passes = 2 if "llm-foundry" in str(row.get("source", "")) else 0
     tr.fused_elementwise = not _eager_elementwise(row)
+    # Dropout, whose masks the memory model keeps (_memory): Megatron-LM's 0.1 default in the
+    # GPT-3-era papers and DeepSpeed's Megatron GPT, before 2023; LLaMA-era recipes train without.
+    tr.dropout = year < 2023
     return cfg, used
 
 
@@ -1266,6 +1269,8 @@ def report(df: pd.DataFrame, runs: Path) -> str:
               "- Elementwise kernels (`fused_elementwise`): eager PyTorch (unfused RMSNorm, SwiGLU, RoPE; _eager) "
               "for torchtitan rows whose notes say compile was off and for the PyTorch FSDP blog's fms-fsdp runs "
               "(--use_torch_compile=False in its scripts); fused otherwise",
+              "- Dropout (`dropout`, its masks kept in memory): on for sources before 2023 (Megatron-LM's 0.1 "
+              "default in the GPT-3-era papers, DeepSpeed's Megatron GPT), off from 2023 (LLaMA-era recipes)",
               "- What selective recompute repeats (`selective_ac`): torchtitan's per-operator policy (`op`: every "
               "second matmul, the pointwise ops and the SP all-gathers; _sac) for torchtitan rows unless their "
               "notes name its layer-level policy; Megatron's attention core (`core_attention`) otherwise",
