@@ -508,7 +508,7 @@ def ssd_time_per_token(m: ModelSpec, g: GPUSpec, scan_bytes, scan_flops, backwar
     Blackwell, the forward staying at its measured 0.61 (1.73 were both at 0.61)."""
     p = jnp.maximum(m.mamba_head_dim, 1.0)  # a model without mixers has no head (no 0/0)
     scan_rate = bf16_matmul_flops(g) * p / (p + g.matmul_half_dim)
-    eff = jnp.where(backward, g.ssd_bwd_eff, g.ssd_eff)
+    eff = g.ssd_bwd_eff if backward else g.ssd_eff  # backward: a Python bool, which pass is priced
     return jnp.maximum(scan_bytes / hbm_rate(g), scan_flops / scan_rate) / eff
 
 
