@@ -368,6 +368,12 @@ def test_a_blank_split_cell_is_what_the_stated_dp_leaves(compose):
         validate.row_config(base, dict(row, pp=None, cp=3))
     with pytest.raises(validate.RowError, match="pp is blank and its default rule does not apply"):
         validate.row_config(base, dict(row, pp=None, dp=None))  # nothing pins the depth
+    # tp and pp both blank: TP fills the 8-GPU node as far as num_gpus / (dp cp) allows, PP the rest.
+    for dp, split in ((2, (8, 8)), (32, (4, 1)), (128, (1, 1)), (8, (8, 2))):
+        cfg, used = validate.row_config(base, dict(row, tp=None, pp=None, cp=1, dp=dp))
+        assert (cfg.layout.tp, cfg.layout.pp) == split and "tp" in used
+    with pytest.raises(validate.RowError, match=r"tp and pp blank and num_gpus=128 is not a multiple of dp x cp = 96"):
+        validate.row_config(base, dict(row, tp=None, pp=None, cp=3, dp=32))
 
 
 def test_blank_micro_batch_is_the_replica_batch_under_fsdp(compose):

@@ -127,8 +127,8 @@ DEFAULTS = {
     "vocab": ("by model family", "Llama 3: 128,256 (Dubey et al. 2024); Llama 2: 32,000 (Touvron et al. 2023); "
               "Nemotron: 256,000 (Nemotron-4, NVIDIA 2024); GPT-NeoX: 50,432 (Black et al. 2022, 20B.yml); "
               "other GPT: 51,200 (Megatron's padded GPT-2 BPE, Narayanan et al. 2021)"),
-    "tp": ("num_gpus / (dp x pp x cp) where the row states dp, pp and cp; 8, pp = num_gpus / (dp x 8) where pp "
-           "is blank too; with dp blank too, the fastest split that fits",
+    "tp": ("num_gpus / (dp x pp x cp) where the row states dp, pp and cp; where pp is blank too, the largest "
+           "of 8, 4, 2, 1 dividing num_gpus / (dp x cp), pp the rest; with dp blank too, the fastest split that fits",
            "the model-parallel split of Narayanan et al. 2021 Table 1 (TP within the 8-GPU node); where a row "
            "states none of tp, pp, dp: the (tp, pp) the model finds fastest among those that fit in memory, tp "
            "within the NVLink domain (the run was measured, so it fit, and published runs are tuned)"),
@@ -609,11 +609,12 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     dp = None if _blank(row.get("dp")) else _int(row, "dp", [])  # text or inf: that row's reason
     if _blank(row.get("tp")) and _blank(row.get("pp")) and dp is not None:
         used.append("tp")
-        lay.tp, lay.cp = 8, _int(row, "cp", used)
-        model_parallel, rest = divmod(lay.n_gpus, dp * 8 * lay.cp)
-        if rest:
-            raise RowError(f"tp and pp blank and num_gpus={lay.n_gpus} is not a multiple of dp x 8 x cp")
-        lay.pp = model_parallel
+        lay.cp = _int(row, "cp", used)
+        model_parallel, rest = divmod(lay.n_gpus, dp * lay.cp)
+        if rest or model_parallel < 1:
+            raise RowError(f"tp and pp blank and num_gpus={lay.n_gpus} is not a multiple of dp x cp = {dp * lay.cp}")
+        lay.tp = math.gcd(8, model_parallel)  # TP within the 8-GPU node, as far as the split allows
+        lay.pp = model_parallel // lay.tp
     elif dp is not None and (_blank(row.get("tp")) or _blank(row.get("pp")) or _blank(row.get("cp"))):
         lay.tp, lay.pp, lay.cp = _split_from_dp(row, lay.n_gpus, dp, used)
     else:
