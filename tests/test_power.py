@@ -46,21 +46,3 @@ def test_a_power_limit_slows_compute_not_memory_and_lowers_the_energy(config):
 def test_a_power_limit_below_the_static_draw_names_the_key(config):
     with pytest.raises(ConfigError, match=r"cluster.gpu_power_limit_w=50.0 is not allowed: watts above"):
         config(*BASE, "cluster.gpu_power_limit_w=50")
-
-
-def test_gb300_spec_gemm_efficiency_is_gb200s_at_the_clock_of_its_power():
-    """No GB300 GEMM benchmark is published: its spec efficiencies (calibration record) are
-    GB200's measured MAMF fractions times the clock 1400 W sustains over 1200 W by the cube-root
-    law, ((1400 - 90) / (1200 - 90))^(1/3) = 1.0568 (same bf16 and fp8 peaks, gpu catalog)."""
-    from omegaconf import OmegaConf
-
-    from jctopt._config import load_option
-    from jctopt._resources import CONF_DIR
-
-    spec = OmegaConf.load(CONF_DIR / "calibration.yaml").spec.gpu
-    gb200, gb300 = load_option("gpu", "gb200"), load_option("gpu", "gb300")
-    assert (gb300.peak_bf16_tflops, gb300.peak_fp8_tflops) == (gb200.peak_bf16_tflops, gb200.peak_fp8_tflops)
-    clock = ((gb300.tdp_w - Pw.STATIC_W) / (gb200.tdp_w - Pw.STATIC_W)) ** (1.0 / 3.0)
-    assert clock == pytest.approx(1.0568, abs=1e-4)
-    for key in ("matmul_eff", "fp8_matmul_eff"):
-        assert spec.gb300[key] == pytest.approx(spec.gb200[key] * clock, rel=1e-3), key

@@ -268,15 +268,15 @@ def predicted_mbridge(compose):
 def test_mbridge_dense_is_placed_and_guarded(predicted_mbridge):
     """runs_mbridge_dense.csv (Megatron-Bridge's dense Llama tables, containers 25.09-26.06, not
     in the fit): every row placed. Shipped (catalog fitted 2026-11-26 to runs_dev.csv +
-    runs_dev2.csv): median 13.2 %; H100 4.1 %, B200 9.7 %, GB200 11.3 %, GB300 23.4 %, the
-    Blackwell rows too slow (2026 stacks run Blackwell faster than the 2025 ones fitted), the
-    section medians rising with the container from 6.5 % (25.09) to 17.7 % (26.04.01). The
-    bounds are those figures + ~2 points: a regression guard, not a target."""
+    runs_dev2.csv; GB300's GEMM rates set by its measured step ratio to GB200, 2026-11-28): median
+    11.2 %; H100 4.1 %, B200 9.7 %, GB200 11.3 %, GB300 12.9 %, the Blackwell rows too slow (2026
+    stacks run Blackwell faster than the 2025 ones fitted). The bounds are those figures + ~2
+    points: a regression guard, not a target."""
     df = predicted_mbridge
     assert len(df) == 89 and df.predicted_iter_time_s.notna().all()
     err = df.abs_pct_error
-    assert err.median() <= 15.0
-    for gpu, bound in {"h100_sxm": 6.0, "b200": 11.5, "gb200": 13.5, "gb300": 25.5}.items():
+    assert err.median() <= 13.0
+    for gpu, bound in {"h100_sxm": 6.0, "b200": 11.5, "gb200": 13.5, "gb300": 15.0}.items():
         assert err[df.gpu == gpu].median() <= bound, gpu
 
 
@@ -287,17 +287,17 @@ def predicted_mbridge_moe(compose):
 
 def test_mbridge_moe_is_placed_and_guarded(predicted_mbridge_moe):
     """runs_mbridge_moe.csv (Megatron-Bridge's MoE tables, containers 25.09-26.08, the rows
-    runs_moe_dev.csv lacks; not in the fit): every row placed. Shipped: median 14.0 %, the
-    families runs_moe_dev.csv has or resembles close (DeepSeek-V3 5.7 %, Kimi K2 5.5 %, Qwen3
-    30B-A3B 1.2 %, Qwen3 235B-A22B 11.0 %), the two it has nothing like too fast: GPT-OSS 120B
-    29.9 %, Nemotron 3 Nano 9.4 % and Super 21.2 %. The bounds are those figures + ~2 points: a
+    runs_moe_dev.csv lacks; not in the fit): every row placed. Shipped: median 15.3 %, the
+    families runs_moe_dev.csv has or resembles close (DeepSeek-V3 2.3 %, Kimi K2 1.1 %, Qwen3
+    30B-A3B 4.5 %, Qwen3 235B-A22B 10.1 %), the two it has nothing like too fast: GPT-OSS 120B
+    33.8 %, Nemotron 3 Nano 10.1 % and Super 21.9 %. The bounds are those figures + ~2 points: a
     regression guard, not a target."""
     df = predicted_mbridge_moe
     assert len(df) == 146 and df.predicted_iter_time_s.notna().all()
     err = df.abs_pct_error
-    assert err.median() <= 16.0
-    bounds = {"DeepSeekV3": 7.5, "Kimi_K2": 7.5, "Qwen3_30B_a3B": 3.5, "Qwen3_235B_a22B": 13.0,
-              "GPT OSS 120B": 32.0, "Nemotron_3_Nano": 11.5, "Nemotron_3_Super": 23.0}
+    assert err.median() <= 17.0
+    bounds = {"DeepSeekV3": 4.5, "Kimi_K2": 3.5, "Qwen3_30B_a3B": 6.5, "Qwen3_235B_a22B": 12.0,
+              "GPT OSS 120B": 36.0, "Nemotron_3_Nano": 12.0, "Nemotron_3_Super": 24.0}
     for model, bound in bounds.items():
         assert err[df.model == model].median() <= bound, model
 
