@@ -238,7 +238,6 @@ def test_gb300_gemm_spec_reproduces_the_measured_gb300_over_gb200_step_ratio(com
 
     def step(row, suffix):
         row = {k[: -len(suffix)] if k.endswith(suffix) else k: v for k, v in row.items()}
-        row = {k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in row.items()}
         config, _, _ = validate._place(base, row)
         return float(jctopt.estimate(config).step_s)
 

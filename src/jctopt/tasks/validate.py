@@ -611,7 +611,7 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
         used.append("tp")
         lay.cp = _int(row, "cp", used)
         model_parallel, rest = divmod(lay.n_gpus, dp * lay.cp)
-        if rest or model_parallel < 1:
+        if rest:
             raise RowError(f"tp and pp blank and num_gpus={lay.n_gpus} is not a multiple of dp x cp = {dp * lay.cp}")
         lay.tp = math.gcd(8, model_parallel)  # TP within the 8-GPU node, as far as the split allows
         lay.pp = model_parallel // lay.tp
