@@ -420,6 +420,11 @@ def test_torchtitan_rows_run_on_the_hardware_their_notes_state(compose):
     assert one_f_one_b.layout.vpp == 1
     per_node, _ = validate.row_config(base, dict(row, notes="400Gbps inter-node (fabric/NIC count not stated)"))
     assert per_node.fabric.nic_gbit == 50.0 and per_node.cluster.gpu_power_limit_w is None
+    # The limit as other pages word it (pytorch/ao's B200 table: "8xB200 GPUs limited to 750W").
+    for notes, watts in (("8xB200 GPUs limited to 750W", 750.0), ("a 700 W power cap", 700.0),
+                         ("power-capped at 600 W", 600.0), ("a 1000W power limit", 1000.0), ("limited to 5 W", None)):
+        capped, _ = validate.row_config(base, dict(row, notes=notes))
+        assert capped.cluster.gpu_power_limit_w == watts, notes
 
 
 def test_torchtitan_tp_is_exposed_unless_async_tp_and_fsdp2_is_zero3(compose):
@@ -560,6 +565,8 @@ def test_recompute_said_on_is_the_least_that_fits_from_selective(compose):
     ("h100_sxm", "8x400Gb/s", "ib_ndr400", 400, 8, True),  # a rate alone: the reference system's kind
     ("mi300x", "8x400Gb/s", "roce400", 400, 8, True),
     ("gb200", "NVLink", "ib_ndr400", 400, 72, True),  # no scale-out fabric named: as blank
+    ("gb200", "nvlink_nvl72 (all nodes in same IMEX partition)", "ib_ndr400", 400, 72, True),
+    ("gb200", "NVLink5 (NVL72)", "ib_ndr400", 400, 72, True),
     ("h100_sxm", "none", "ib_ndr400", 400, 8, True),
 ])
 def test_inter_node_cells_in_words(compose, gpu, cell, fabric, nic_gbit, nics, defaulted):

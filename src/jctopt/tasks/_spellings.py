@@ -72,9 +72,11 @@ CONNECTX_GBIT = {"6": 200.0, "7": 400.0, "8": 800.0}
 IB_WORDS = {"ib", "infiniband", "quantum", "connectx", "cx", *IB_GENERATION_GBIT}
 ROCE_WORDS = {"roce", "rocev", "ethernet", "spectrum", "efa", "slingshot", "gbe"}
 TCP_WORDS = {"tcp", "tcpx", "tcpxo"}
-# Cells that name no scale-out fabric: an NVLink domain alone, or nothing ("none", "n/a"). The
-# row takes the GPU's reference fabric as where the cell is blank (DEFAULTS["inter_node"]).
-NO_FABRIC = re.compile(r"^(?:nvlink|nvl\d*|mnnvl|multi.?node nvlink|none|n/?a|-|single.?node|intra.?node)\b")
+# Cells that name no scale-out fabric: an NVLink domain alone, however spelled ("NVLink5",
+# "nvlink_nvl72 (IMEX partition)", "NVL72", "MNNVL"), or nothing ("none", "n/a"). The row takes
+# the GPU's reference fabric as where the cell is blank (DEFAULTS["inter_node"]).
+NO_FABRIC = re.compile(r"^(?:nvlink\d*|nvl\d*|mnnvl|multi.?node nvlink|none|n/?a|-|single.?node|intra.?node)"
+                       r"(?![a-z0-9])")
 # The fastest NIC port in the catalog (Gbit/s): a larger rate in a cell without a NIC count is
 # the node's total ("EFA 3200 Gbps": 8 x 400).
 MAX_NIC_GBIT = 800.0
