@@ -444,8 +444,8 @@ GH200_HBM3E = re.compile(r"\b14[14] ?gi?b\b|hbm3e", re.IGNORECASE)
 
 # A board power limit as notes state it: "500 W power limit", "750W power cap", "limited to 750W",
 # "power-capped at 600 W" (watts of three or four digits, a GPU board's range).
-POWER_LIMIT = re.compile(r"\b(\d{3,4}) ?W (?:power )?(?:limit|cap)\b|\b(?:power[- ]?)?(?:limited|capped) (?:to|at) (\d{3,4}) ?W\b",
-                         re.IGNORECASE)
+POWER_LIMIT = re.compile(r"\b(\d{3,4}) ?W (?:power )?(?:limit|cap)\b"
+                         r"|\b(?:power[- ]?)?(?:limited|capped) (?:to|at) (\d{3,4}) ?W\b", re.IGNORECASE)
 
 
 def _stated_hardware(cfg: DictConfig, row: dict) -> None:
