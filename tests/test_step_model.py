@@ -257,6 +257,23 @@ def test_deepspeed_zero3_pays_the_ring_latency_per_tensor(config):
     assert float(four.zero3_comm_s - one.zero3_comm_s) == pytest.approx(3 * 3 * 96 * latency, rel=1e-6)
 
 
+@pytest.mark.parametrize("recompute, extra_passes", [("full", 1), ("selective", 0), ("none", 0)])
+def test_deepspeed_zero3_gathers_again_for_a_recomputed_forward(config, recompute, extra_passes):
+    """DeepSpeed's ZeRO-3 partitions a layer's weights after every forward and gathers them
+    before the next (_zero3_gathers): a fully recomputed forward costs one more weight pass per
+    micro-batch, as a hand all-gather of every layer; selective recompute (the attention core,
+    no weights) and no recompute none. Gathers exposed, one micro-batch."""
+    base = ZERO3[:-2] + ("training.global_batch=1536", "training.dp_overlap=false", f"training.recompute={recompute}")
+    fsdp, deepspeed = config(*base), config(*base, "training.zero3_regather=true")
+    e_fsdp, e_ds = estimate(fsdp), estimate(deepspeed)
+    params = float(Mem.memory(fsdp.model, fsdp.layout, fsdp.train, e_fsdp.dp, e_fsdp.n_micro, 8.0).dense_params)
+    one_pass = _zero3_pass(fsdp, params, 1536.0, Mem.WEIGHT_BYTES)
+    assert float(e_ds.n_micro) == 1.0 and float(e_ds.compute_s) == float(e_fsdp.compute_s)
+    assert float(e_ds.zero3_comm_s - e_fsdp.zero3_comm_s) == pytest.approx(extra_passes * one_pass, rel=1e-6, abs=1e-9)
+    raw = 2 * one_pass + _zero3_pass(fsdp, params, 1536.0, float(fsdp.train.grad_bytes))
+    assert float(e_fsdp.zero3_comm_s) == pytest.approx(raw, rel=1e-6)
+
+
 @pytest.mark.parametrize("sp", [False, True])
 def test_pipeline_sends_are_scattered_over_tp(config, sp):
     """Each TP rank sends 1/tp of the activation to the next stage; without SP the receiver

@@ -186,6 +186,7 @@ class TrainingConf:
     hybrid_shard: bool = False  # ZeRO-3 only: shard inside a node, replicate across nodes (FSDP HYBRID_SHARD)
     megatron_fsdp: bool = False  # ZeRO-3 only: Megatron-FSDP's, whose collectives hide at _megatron_fsdp's overlap
     zero3_collectives_per_layer: float = 1.0  # FSDP: 1 (one flat parameter per layer); DeepSpeed ZeRO-3: one per weight matrix
+    zero3_regather: bool = False  # ZeRO-3 gathers the weights again for a recomputed forward (DeepSpeed; _zero3_gathers)
     seq_parallel: bool = True
     flash_attention: bool = True
     fused_attention: bool = False  # Transformer Engine's cuDNN attention (Megatron-Core, NeMo) instead of FlashAttention-2

@@ -31,6 +31,7 @@ from . import _power as Pw
 from . import _recompute_modules as Rm
 from . import _reliability as R
 from . import _schedules as S
+from . import _zero3_gathers as Z3
 from ._types import Config
 
 # Checkpoint state: bf16 weights + fp32 master weights + Adam m and v = 14 bytes/parameter
@@ -334,10 +335,12 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     # and syncs the accumulated gradients once (torchtitan apply_fsdp: reshard_after_forward
     # False "to avoid per-microbatch all-gathers" when PP is on; torch.distributed.pipelining
     # defers the reduce-scatter to the last micro-batch): one gather and one reduce-scatter
-    # per step. DeepSpeed's ZeRO-3 does not run with PP.
+    # per step. DeepSpeed's ZeRO-3 does not run with PP; it gathers again for a recomputed
+    # forward (_zero3_gathers).
     gathered = lay.pp > 1
+    gathers = Z3.gathers_per_micro_batch(t, recompute_full)
     gather_raw = z3 * jnp.where(gathered, zero3_pass(Mem.WEIGHT_BYTES) + zero3_pass(wire),
-                                2.0 * zero3_pass(Mem.WEIGHT_BYTES) + zero3_pass(wire))
+                                gathers * zero3_pass(Mem.WEIGHT_BYTES) + zero3_pass(wire))
     z3_exposed = jnp.where(gathered, 1.0, n_micro) * overlap(gather_raw, t_comp_mb, dp_eta)
     sharded = t.zero_stage >= 1
     owned_params = (dense / jnp.where(sharded, mem.shard_dense, 1.0)

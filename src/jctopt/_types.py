@@ -144,6 +144,7 @@ class Training(NamedTuple):
     zero_stage: Array  # 0..3
     hybrid_shard: Array  # 1 = ZeRO-3 state sharded inside a node only, nodes are replicas (FSDP HYBRID_SHARD)
     zero3_collectives_per_layer: Array  # ZeRO-3 all-gathers (reduce-scatters) per layer and pass
+    zero3_regather: Array  # 1 = ZeRO-3 gathers the weights again for a recomputed forward (DeepSpeed; _zero3_gathers)
     seq_parallel: Array  # 1 = Megatron sequence parallelism with TP
     flash_attention: Array  # 1 = attention scores are never stored
     fused_attention: Array  # 1 = Transformer Engine's cuDNN fused attention (at fused_attn_eff where the GPU has it), 0 = FlashAttention-2

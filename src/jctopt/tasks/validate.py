@@ -702,6 +702,8 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     # the layer's weight matrices (QKV, output, MLP in and out, a GLU gate); biases and norms
     # stay whole under stage3_param_persistence_threshold.
     tr.zero3_collectives_per_layer = 1 if year >= 2022 else 4 + int(cfg.model.glu)
+    # DeepSpeed's ZeRO-3 also gathers the weights again for a recomputed forward (_zero3_gathers).
+    tr.zero3_regather = year < 2022
     tr.dp_overlap = year >= 2023 and not _overlaps_disabled(row)
     tr.ep_comm_overlap, tr.ep_two_hop, named = _moe_dispatch(row)
     tr.moe_imbalance = _padded_capacity(row) or tr.moe_imbalance
@@ -1270,6 +1272,9 @@ def report(df: pd.DataFrame, runs: Path) -> str:
               "- ZeRO-3 all-gathers per layer (`zero3_collectives_per_layer`): 1 for sources from 2022 on "
               "(PyTorch FSDP, one flat parameter per layer), before one per weight matrix, 4 (5 with a GLU "
               "gate), as DeepSpeed ZeRO-3 gathered each partitioned tensor on its own",
+              "- ZeRO-3 gathers again for a recomputed forward (`zero3_regather`): for sources before 2022 "
+              "(DeepSpeed's forward post-hook partitions the weights, the recomputation's pre-hook gathers "
+              "them again), not from 2022 (PyTorch FSDP recomputes inside the gathered layer's backward)",
               "- Training metrics recomputed from the logits every micro-batch (`metric_loss_passes`): 2 for "
               "llm-foundry sources (Composer updates MPT's train cross-entropy and perplexity after each "
               "micro-batch's backward), 0 otherwise",
