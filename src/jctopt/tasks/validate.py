@@ -785,7 +785,7 @@ def source_year(row: dict) -> int:
     """The year of the software a row ran: the latest year its source names, or its container
     release (NeMo "26.08 NeMo Container", "nemo:25.04": 20YY); 2024 when none is named."""
     text = _stack_text(row)
-    years = [int(y) for y in re.findall(r"\b(20\d\d)\b", text)]
+    years = [int(y) for y in re.findall(r"(?<!\d)(20\d\d)(?!\d)", text)]  # "_2025-06" names 2025 too
     years += [2000 + int(y) for y in re.findall(r"(?:\b|nemo:)(2[2-9])\.(?:0[1-9]|1[0-2])\b", text)]
     return max((y for y in years if y <= LATEST_YEAR), default=2024)
 
