@@ -6,6 +6,7 @@ import pytest
 from jctopt import _comm as K
 from jctopt import _compute as C
 from jctopt import _recompute_modules as Rm
+from jctopt import _memory as Mem
 from jctopt import _sac as Sac
 from jctopt._config import ConfigError, to_config
 from jctopt._jct import estimate
@@ -89,3 +90,45 @@ def test_torchtitan_rows_run_its_per_op_policy(compose, source, notes, policy):
 def test_rows_without_selective_recompute_keep_the_default(compose):
     row = dict(ROW, source="pytorch/torchtitan benchmarks/x.md", notes="full AC", recompute="full")
     assert validate.row_config(compose("task=validate"), row)[0].training.selective_ac == "core_attention"
+
+
+@pytest.mark.parametrize("tp, per_token", [
+    # tp 1: layer input h, wq 4096, wv 1024, attention output 4096, w1 14,336, w2 h, bf16.
+    (1, 2 * (4096 + 4096 + 1024 + 4096 + 14_336 + 4096)),
+    # tp 8 with SP: the input split by sequence, the column-parallel outputs by tp, w2's partial
+    # sum whole on every rank, and the two reduce-scatters' outputs split by sequence.
+    (8, 2 * (4096 / 8 + (4096 + 1024 + 4096 + 14_336) / 8 + 4096 + 2 * 4096 / 8)),
+])
+def test_per_op_policy_keeps_only_what_it_saves_by_hand(config, tp, per_token):
+    """A Llama 3 8B layer under torchtitan's per-op policy keeps the checkpoint's input and the
+    saved ops' outputs (_sac): 63.5 kB per token at tp 1, against the 147 kB Megatron's selective
+    recompute keeps."""
+    cfg = config("model=llama3_8b", "gpu=h100_sxm", f"layout.tp={tp}", "layout.pp=1", f"layout.n_gpus={tp}",
+                 "training.micro_batch=1", "training.global_batch=1", "training.seq_parallel=true",
+                 "training.recompute=selective", "training.selective_ac=op", "model.seq_len=8192")
+    stored, whole = Mem.activation_bytes_per_layer(cfg.model, cfg.layout, cfg.train)
+    assert float(stored) == pytest.approx(8192 * per_token, rel=1e-9)
+    megatron = config("model=llama3_8b", "gpu=h100_sxm", f"layout.tp={tp}", "layout.pp=1", f"layout.n_gpus={tp}",
+                      "training.micro_batch=1", "training.global_batch=1", "training.seq_parallel=true",
+                      "training.recompute=selective", "model.seq_len=8192")
+    selective, _ = Mem.activation_bytes_per_layer(megatron.model, megatron.layout, megatron.train)
+    # With flash attention Megatron's selective keeps the whole layer's set (no scores stored).
+    assert float(stored) < float(selective) == pytest.approx(float(whole), rel=1e-12)
+
+
+def test_per_op_policy_rematerialises_one_layer_and_keeps_its_moe_bound(config):
+    """The per-op step re-materialises one whole layer in the backward, as full recompute does;
+    an MoE model's layers keep the selective bound (the policy's saves are not itemised there)."""
+    common = ("gpu=h100_sxm", "layout.tp=1", "layout.pp=1", "layout.n_gpus=8", "training.micro_batch=1",
+              "training.global_batch=8", "training.recompute=selective", "model.seq_len=8192")
+    cfg = config("model=llama3_8b", *common, "training.selective_ac=op")
+    m, lay, t = cfg.model, cfg.layout, cfg.train
+    stored, whole = Mem.activation_bytes_per_layer(m, lay, t)
+    mem = Mem.memory(m, lay, t, 8.0, 1.0, 8.0)
+    logits = 4.0 * 8192 * m.vocab
+    assert float(mem.activations) == pytest.approx(32 * float(stored) + float(whole) + float(logits), rel=1e-9)
+    moe = config("model=mixtral_8x7b", *common, "layout.ep=8")
+    moe_op = config("model=mixtral_8x7b", *common, "layout.ep=8", "training.selective_ac=op")
+    a, _ = Mem.activation_bytes_per_layer(moe.model, moe.layout, moe.train)
+    b, _ = Mem.activation_bytes_per_layer(moe_op.model, moe_op.layout, moe_op.train)
+    assert float(a) == float(b)

@@ -219,6 +219,12 @@ class TrainingConf:
     # Under NVFP4, the share of the transformer layers whose linear layers stay in BF16: the NVFP4
     # pre-training recipe keeps ~16 % (arXiv:2509.25149); Megatron-Bridge's performance recipes none.
     nvfp4_bf16_share: float = 0.16
+    # Bytes per logit element (tokens x vocab / (tp x cp)) at the loss's peak: 4, the fp32 logits
+    # Megatron's fused vocab-parallel cross-entropy keeps, its softmax written in place
+    # (megatron/core/tensor_parallel/cross_entropy.py); 12 for PyTorch's eager
+    # F.cross_entropy(logits.float()), whose backward holds the fp32 log-softmax output, its
+    # gradient and the input's gradient at once (torchtitan's loss, train.py @9dec370).
+    logit_bytes: float = 4.0
     reserved_gb: float = 4.0
 
 
@@ -432,7 +438,7 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
                     "storage_write_gbps", "storage_read_gbps", "staging_gbps", "power_frac", "pue"],
         **({"layout": ["n_gpus", "tp", "pp", "cp", "ep", "vpp"]} if layout else {}),
         "training": ["global_batch", "micro_batch", "grad_bytes", "grad_compression", "bucket_mparams",
-                     "zero3_collectives_per_layer"],
+                     "zero3_collectives_per_layer", "logit_bytes"],
         "job": ["tokens", "deadline_days"],
     }
     for group, keys in positive.items():

@@ -13,6 +13,7 @@ from . import _mamba as Mb
 from . import _offload as O
 from . import _pipeline as P
 from . import _recompute_modules as Rm
+from . import _sac as Sac
 from . import _schedules as S
 from ._types import Layout, ModelSpec, Training
 
@@ -107,9 +108,20 @@ def activation_bytes_per_layer(m: ModelSpec, lay: Layout, t: Training):
     sp_div = jnp.where(t.seq_parallel > 0, tp, 1.0)
     stored = replicated / sp_div + (split_attn + split_mlp + keep_scores * scores) / tp
     selective = stored - module_bytes_not_kept(m, t, rc, s * b, low, sp_div, tp)
+    # torchtitan's per-op policy keeps only what it saves (_sac), in a dense attention layer;
+    # its MoE, MLA and Mamba layers keep the selective bound above.
+    selective = jnp.where(per_op_layers(m, t), s * b * Sac.stored_bytes_per_token(m, tp, sp_div, m.ffn_hidden),
+                          selective)
     full_recompute = 2.0 * sbh / sp_div
     share = C.full_recompute_share(t)  # block recompute: that share of the layers keeps only its input
     return (share * full_recompute + (1.0 - share) * selective) / cp, stored / cp
+
+
+def per_op_layers(m: ModelSpec, t: Training):
+    """Whether every layer is a dense attention block that torchtitan's per-op selective
+    policy (_sac) checkpoints."""
+    dense = (m.n_experts <= 1) & (Hy.mamba_share(m) <= 0) & (m.kv_lora_rank <= 0)
+    return dense & (t.recompute == 1) & (t.selective_op > 0)
 
 
 def module_bytes_not_kept(m: ModelSpec, t: Training, rc, tokens, low, sp_div, tp):
@@ -166,9 +178,11 @@ def memory(m: ModelSpec, lay: Layout, t: Training, dp, n_micro, gpus_per_node):
     per_layer, per_layer_full = activation_bytes_per_layer(m, lay, t)
     layers, _ = P.stage_layers(m.n_layers, lay.pp, lay.vpp, m.mtp_layers)
     in_flight = S.in_flight(lay.schedule, lay.pp, lay.vpp, n_micro)  # per schedule (_schedules)
-    # Full recompute re-materialises one layer at a time during backward.
-    working = jnp.where(t.recompute > 1, per_layer_full, 0.0)
-    logits = 4.0 * t.seq_len * t.micro_batch * m.vocab / (lay.tp * lay.cp)  # fp32 logits
+    # Full recompute, and torchtitan's per-op policy, re-materialise one layer at a time during
+    # backward.
+    working = jnp.where((t.recompute > 1) | per_op_layers(m, t), per_layer_full, 0.0)
+    # The logits at the loss's peak, logit_bytes per element (_config.TrainingConf).
+    logits = t.logit_bytes * t.seq_len * t.micro_batch * m.vocab / (lay.tp * lay.cp)
     offloaded = O.offloaded_share(t, layers)
     offloaded_per_micro_batch = layers * offloaded * per_layer
     host = in_flight * offloaded_per_micro_batch

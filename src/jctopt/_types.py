@@ -170,6 +170,7 @@ class Training(NamedTuple):
     moe_imbalance: Array  # tokens the busiest EP rank receives / the mean (1 = forced balance; _experts)
     offload_layers: Array  # layers per stage whose stored activations sit in host memory (_offload)
     nvfp4_bf16_share: Array  # under NVFP4: share of the transformer layers' linear layers kept in BF16
+    logit_bytes: Array  # bytes per logit element at the loss's peak (_memory): 4 fused fp32, 12 eager PyTorch
     reserved_gb: Array  # CUDA context, NCCL buffers, allocator fragmentation per GPU
 
 

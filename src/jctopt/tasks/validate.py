@@ -720,6 +720,12 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     # perplexity) from the logits after every micro-batch (composer/trainer/trainer.py).
     tr.metric_loss_passes = 2 if "llm-foundry" in str(row.get("source", "")) else 0
     tr.fused_elementwise = not _eager_elementwise(row)
+    # torchtitan's loss is PyTorch's eager cross-entropy on fp32 logits (logit_bytes 12) where it
+    # is not compiled: with torch.compile off, and at its 2024 commits (compiled with the model only
+    # from e10cb94, 2024-10-22, to e8977b0, 2024-12-18, "turning off compile on loss function", until
+    # d1f62be, 2025-02-20; train.py @9dec370).
+    if torchtitan and (year < 2025 or EAGER_NOTES.search(str(row.get("notes", "")))):
+        tr.logit_bytes = 12.0
     # Dropout, whose masks the memory model keeps (_memory): Megatron-LM's 0.1 default in the
     # GPT-3-era papers and DeepSpeed's Megatron GPT, before 2023; LLaMA-era recipes train without.
     tr.dropout = year < 2023
@@ -1281,6 +1287,9 @@ def report(df: pd.DataFrame, runs: Path) -> str:
               "- Elementwise kernels (`fused_elementwise`): eager PyTorch (unfused RMSNorm, SwiGLU, RoPE; _eager) "
               "for torchtitan rows whose notes say compile was off and for the PyTorch FSDP blog's fms-fsdp runs "
               "(--use_torch_compile=False in its scripts); fused otherwise",
+              "- Bytes per logit at the loss's peak (`logit_bytes`): 12 for torchtitan rows whose loss ran eager "
+              "(PyTorch's cross-entropy on fp32 logits: torch.compile off, or a 2024 commit, when torchtitan did not "
+              "compile its loss), 4 otherwise (Megatron's fused cross-entropy keeps the fp32 logits)",
               "- Dropout (`dropout`, its masks kept in memory): on for sources before 2023 (Megatron-LM's 0.1 "
               "default in the GPT-3-era papers, DeepSpeed's Megatron GPT), off from 2023 (LLaMA-era recipes)",
               "- What selective recompute repeats (`selective_ac`): torchtitan's per-operator policy (`op`: every "
