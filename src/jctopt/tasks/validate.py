@@ -721,9 +721,9 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     tr.metric_loss_passes = 2 if "llm-foundry" in str(row.get("source", "")) else 0
     tr.fused_elementwise = not _eager_elementwise(row)
     # torchtitan's loss is PyTorch's eager cross-entropy on fp32 logits (logit_bytes 12) where it
-    # is not compiled: with torch.compile off, and at its 2024 commits (compiled with the model only
-    # from e10cb94, 2024-10-22, to e8977b0, 2024-12-18, "turning off compile on loss function", until
-    # d1f62be, 2025-02-20; train.py @9dec370).
+    # is not compiled: with torch.compile off, and read so for every 2024 row (torchtitan compiled
+    # it with the model from 2024-10-22, e10cb94, until e8977b0 of 2024-12-18 turned that off, the
+    # 2024-12 benchmarks' train.py @9dec370; again from bbb1b61, 2025-04-02).
     if torchtitan and (year < 2025 or EAGER_NOTES.search(str(row.get("notes", "")))):
         tr.logit_bytes = 12.0
     # Dropout, whose masks the memory model keeps (_memory): Megatron-LM's 0.1 default in the
