@@ -110,8 +110,7 @@ def activation_bytes_per_layer(m: ModelSpec, lay: Layout, t: Training):
     selective = stored - module_bytes_not_kept(m, t, rc, s * b, low, sp_div, tp)
     # torchtitan's per-op policy keeps only what it saves (_sac), in a dense attention layer;
     # its MoE, MLA and Mamba layers keep the selective bound above.
-    selective = jnp.where(per_op_layers(m, t), s * b * Sac.stored_bytes_per_token(m, tp, sp_div, m.ffn_hidden),
-                          selective)
+    selective = jnp.where(per_op_layers(m, t), s * b * Sac.stored_bytes_per_token(m, tp, sp_div), selective)
     full_recompute = 2.0 * sbh / sp_div
     share = C.full_recompute_share(t)  # block recompute: that share of the layers keeps only its input
     return (share * full_recompute + (1.0 - share) * selective) / cp, stored / cp

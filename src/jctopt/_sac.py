@@ -47,13 +47,13 @@ def recomputed_matmul_share(m: ModelSpec, width):
     return recomputed / (attention + mlp)
 
 
-def stored_bytes_per_token(m: ModelSpec, tp, sp_div, width):
+def stored_bytes_per_token(m: ModelSpec, tp, sp_div):
     """Bytes of one dense layer's activations the per-op policy keeps per token and GPU (bf16):
     the layer input (split by sequence parallelism), wq's output (heads x head_dim), wv's
-    (kv_heads x v_head_dim), the attention output (heads x v_head_dim) and w1's (``width``),
+    (kv_heads x v_head_dim), the attention output (heads x v_head_dim) and w1's (ffn_hidden),
     split over tp; a gated MLP's w2 output, a row-parallel partial sum as wide as the hidden size
     on every TP rank; with tp > 1, the outputs of the two reduce-scatters (split by sequence)."""
     h = m.hidden
-    split = m.n_heads * m.head_dim + m.n_kv_heads * m.v_head_dim + m.n_heads * m.v_head_dim + width
+    split = m.n_heads * m.head_dim + m.n_kv_heads * m.v_head_dim + m.n_heads * m.v_head_dim + m.ffn_hidden
     reduce_scatters = jnp.where(tp > 1, 2.0 * h / sp_div, 0.0)
     return 2.0 * (h / sp_div + split / tp + m.glu * h + reduce_scatters)

@@ -724,7 +724,7 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     # is not compiled: with torch.compile off, and read so for every 2024 row (torchtitan compiled
     # it with the model from 2024-10-22, e10cb94, until e8977b0 of 2024-12-18 turned that off, the
     # 2024-12 benchmarks' train.py @9dec370; again from bbb1b61, 2025-04-02).
-    if torchtitan and (year < 2025 or EAGER_NOTES.search(str(row.get("notes", "")))):
+    if torchtitan and (year < 2025 or not tr.fused_elementwise):  # compile off: _eager_elementwise
         tr.logit_bytes = 12.0
     # Dropout, whose masks the memory model keeps (_memory): Megatron-LM's 0.1 default in the
     # GPT-3-era papers and DeepSpeed's Megatron GPT, before 2023; LLaMA-era recipes train without.
