@@ -54,6 +54,34 @@ def test_llama2_34b_parameter_count(config):
     assert float(C.total_params(cfg.model, cfg.train.seq_len)) == pytest.approx(expected, rel=1e-6)
 
 
+def test_qwen3_32b_parameter_count_by_hand(config):
+    # Per layer: q and o 5120 x 8192 each (64 heads of 128: the query is wider than the
+    # hidden size), k and v 5120 x 1024 each (8 KV heads), SwiGLU 3 x 5120 x 25600, two norms
+    # 5120; 64 layers; untied embedding and head 2 x 151936 x 5120; final norm: 32,762,106,880
+    # ("32.8B", Hugging Face model card). The QK-norm weights (2 x 128 per layer) are not counted.
+    layer = 2 * 5120 * 8192 + 2 * 5120 * 1024 + 3 * 5120 * 25600 + 2 * 5120
+    expected = 64 * layer + 2 * 151936 * 5120 + 5120
+    assert expected == 32_762_106_880
+    cfg = config("model=qwen3_32b", "layout=single_node", "training.global_batch=8")
+    assert float(C.total_params(cfg.model, cfg.train.seq_len)) == pytest.approx(expected, rel=1e-6)
+
+
+@pytest.mark.parametrize("model,total,non_embedding", [
+    ("qwen3_0p6b", 0.6, 0.44), ("qwen3_1p7b", 1.7, 1.4), ("qwen3_4b", 4.0, 3.6),
+    ("qwen3_8b", 8.2, 6.95), ("qwen3_14b", 14.8, 13.2), ("qwen3_32b", 32.8, 31.2)])
+def test_qwen3_dense_published_parameter_counts(config, model, total, non_embedding):
+    # Hugging Face model cards (Qwen/Qwen3-*): total and non-embedding billions, rounded as
+    # printed, so within half a unit of their last digit. The three small ones tie the
+    # embedding to the output head.
+    cfg = config(f"model={model}", "layout=single_node", "training.global_batch=8")
+    m, s = cfg.model, cfg.train.seq_len
+    billions = float(C.total_params(m, s)) / 1e9
+    body = (float(C.total_params(m, s)) - float(C.embedding_params(m, s))) / 1e9
+    half_unit = lambda v: 0.005 if round(v, 1) != v else 0.05  # noqa: E731  (0.44, 6.95: two decimals)
+    assert billions == pytest.approx(total, abs=half_unit(total))
+    assert body == pytest.approx(non_embedding, abs=half_unit(non_embedding))
+
+
 def _act(config, tp, sp, recompute, flash=False):
     cfg = _gpt3(config, f"layout.tp={tp}", "layout.pp=1", f"layout.n_gpus={tp}", "training.micro_batch=1",
                 f"training.seq_parallel={sp}", f"training.recompute={recompute}",

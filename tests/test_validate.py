@@ -991,7 +991,9 @@ def test_case_of_gpu_and_fabric_keys_and_mla_variants(compose):
                                        ("DeepSeek-V3 truncated to 4 layers", "deepseek_v3"),
                                        ("Qwen3_30B_a3B", "qwen3_30b_a3b"), ("Qwen3-235B-A22B", "qwen3_235b_a22b"),
                                        ("Qwen3 MoE 30B", "qwen3_30b_a3b"), ("Qwen3-235B", "qwen3_235b_a22b"),
-                                       ("Qwen3-32B", None),
+                                       ("Qwen3-32B", "qwen3_32b"), ("qwen3_0.6b", "qwen3_0p6b"),
+                                       ("Qwen3-1.7B-Base", "qwen3_1p7b"), ("Qwen3 8B", "qwen3_8b"),
+                                       ("Qwen3-VL-8B", None), ("Qwen2.5-32B", None),
                                        ("GPT-OSS-120B", "gpt_oss_120b"), ("GPT-OSS 20B", "gpt_oss_20b"), ("Kimi-K2", "kimi_k2"),
                                        ("Mixtral-8x22B", "mixtral_8x22b"), ("Llama4 Scout (17Bx16E)", "llama4_scout"),
                                        ("Llama 2 70B", "llama2_70b"), ("Llama 3 80B", None), ("LLAMA2-13B", None),
@@ -1052,6 +1054,10 @@ def test_blank_architecture_is_the_named_catalog_models(compose):
     assert (d.n_experts, d.top_k, d.moe_ffn_hidden, d.n_shared_experts, d.n_dense_layers) == (256, 8, 2048, 1, 3)
     assert (d.head_dim, d.v_head_dim, d.kv_lora_rank, d.q_lora_rank, d.qk_rope_head_dim) == (192, 128, 512, 1536, 64)
     assert d.mtp_layers == 0  # mtp_layers keeps its own rule: blank is none
+    qwen, _ = validate.row_config(base, dict(row, model="Qwen3-32B", tp=2, pp=1, vpp=None))
+    q = qwen.model  # 64 query heads of 128 on a 5120-wide model: the head is not hidden / heads
+    assert (q.n_layers, q.hidden, q.ffn_hidden, q.n_heads, q.n_kv_heads, q.head_dim, q.vocab) == (
+        64, 5120, 25600, 64, 8, 128, 151936)
     with pytest.raises(validate.RowError, match="layers is blank and has no documented default"):
         validate.row_config(base, dict(row, model="Falcon 180B"))
 

@@ -32,6 +32,9 @@ NAMES = {
     "deepseek_v2": r"deepseek ?v2(?! ?lite)(?! ?(?!236b)\d+b)",
     # Qwen3's MoE sizes also as "Qwen3 MoE 30B" (NeMo AutoModel) or without the active size.
     "qwen3_30b_a3b": r"qwen ?3 ?(moe ?)?30b( ?a3b)?", "qwen3_235b_a22b": r"qwen ?3 ?(moe ?)?235b( ?a22b)?",
+    # Qwen3's dense sizes ("Qwen3-32B", "qwen3_0.6b"); a sized variant (Qwen3-VL, -Coder) is another model.
+    "qwen3_0p6b": r"qwen ?3 ?0\.?6b", "qwen3_1p7b": r"qwen ?3 ?1\.?7b", "qwen3_4b": r"qwen ?3 ?4b",
+    "qwen3_8b": r"qwen ?3 ?8b", "qwen3_14b": r"qwen ?3 ?14b", "qwen3_32b": r"qwen ?3 ?32b",
     "gpt_oss_120b": r"gpt ?oss ?120b", "gpt_oss_20b": r"gpt ?oss ?20b",
     "llama4_scout": r"llama ?4 ?scout", "llama4_maverick": r"llama ?4 ?maverick",
     "mixtral_8x7b": r"mixtral ?8x7b", "mixtral_8x22b": r"mixtral ?8x22b", "gpt3_175b": r"gpt ?3 ?175b",
