@@ -1,5 +1,6 @@
 """AMD Instinct GPUs in the catalog: MI325X is the MI300X's CDNA 3 compute with more and
-faster HBM; MI355X (CDNA 4) has no NVFP4; validate has a reference fabric for every GPU."""
+faster HBM; MI355X (CDNA 4) has no NVFP4, MI350X is its die at a lower clock; validate has a
+reference fabric for every GPU."""
 
 import pytest
 
@@ -51,6 +52,22 @@ def test_mi355x_runs_fp8_and_refuses_nvfp4(config):
     assert bool(est.feasible) and 0 < float(est.step_s) < float("inf")
     with pytest.raises(ConfigError, match=r"training.precision='nvfp4' is not allowed.*gpu=mi355x has no nvfp4"):
         config("gpu=mi355x", "training.precision=nvfp4")
+
+
+def test_mi350x_is_the_mi355x_die_at_its_lower_clock(config):
+    """MI350X: the MI355X's CDNA 4 die at 2.2 GHz for 2.4 (1000 W for 1400): peaks 2,300 /
+    4,600 TFLOP/s dense against 2,500 / 5,000, the same memory and the same fitted efficiencies
+    (one die). A large bf16 GEMM, compute bound on both, runs in the ratio of the peaks."""
+    g0, g1 = config("gpu=mi355x").gpu, config("gpu=mi350x").gpu
+    assert (float(g1.peak_bf16_tflops), float(g1.peak_fp8_tflops)) == (2300.0, 4600.0)
+    assert (float(g1.hbm_gb), float(g1.hbm_tbps), float(g1.tdp_w)) == (288.0, 8.0, 1000.0)
+    for key in ("matmul_eff", "fp8_matmul_eff", "matmul_half_dim", "attn_eff", "mem_eff"):
+        assert float(getattr(g1, key)) == float(getattr(g0, key)), key
+    m = k = n = 16384.0
+    t0, t1 = (float(C.gemm_time(m, k, n, C.bf16_matmul_flops(g), g)) for g in (g0, g1))
+    assert t1 / t0 == pytest.approx(2500.0 / 2300.0, rel=1e-9)
+    est = estimate(config("gpu=mi350x", "training.precision=fp8", *NODE))
+    assert bool(est.feasible) and 0 < float(est.step_s) < float("inf")
 
 
 @pytest.mark.parametrize("gpu", sorted(p.stem for p in (CONF_DIR / "gpu").glob("*.yaml")))

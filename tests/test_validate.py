@@ -107,7 +107,7 @@ def test_precision_spellings_of_the_sources(cell, precision):
                                                 ("v100", "v100", False), ("NVIDIA H100 80GB HBM3", "h100_sxm", True),
                                                 ("NVIDIA DGX H100", "h100_sxm", False), ("H200 SXM 141GB", "h200", False),
                                                 ("A100-SXM4-40GB", "a100_40gb", False), ("A100 SXM", "a100_80gb", True),
-                                                ("AMD Instinct MI355X", "mi355x", False), ("B300 (Blackwell Ultra)", "b300", False),
+                                                ("AMD Instinct MI355X", "mi355x", False), ("MI350X", "mi350x", False), ("B300 (Blackwell Ultra)", "b300", False),
                                                 ("NVIDIA GB200 Grace Blackwell Superchip", "gb200", False),
                                                 ("H100 PCIe", "h100_pcie", False), ("H200 NVL", "h200_nvl", False),
                                                 ("B300 SXM6", "b300", False), ("B200-SXM6", "b200", False),

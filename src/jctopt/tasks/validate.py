@@ -155,12 +155,12 @@ DEFAULTS = {
     "inter_node": ("the GPU's reference system", "A100: 8 x HDR200 IB; H100/H200/H800, B200 and GB200: NDR400 IB "
                    "(ConnectX-7; DGX B200 and DGX GB200 user guides: one 400 Gb/s port per GPU); B300/GB300: "
                    "XDR800 IB (ConnectX-8); GH200: NDR200 IB (JSC JUPITER: 4 x NDR200 per node of four); "
-                   "MI300X/MI325X/MI355X: 400 Gb/s RoCE; one NIC per GPU (DGX/HGX reference designs)"),
+                   "MI300X/MI325X/MI350X/MI355X: 400 Gb/s RoCE; one NIC per GPU (DGX/HGX reference designs)"),
 }
 REFERENCE_FABRIC = {"a100_80gb": "ib_hdr200", "a100_40gb": "ib_hdr200", "h100_sxm": "ib_ndr400", "h200": "ib_ndr400",
                     "h800": "ib_ndr400", "gh200": "ib_ndr200", "b200": "ib_ndr400", "gb200": "ib_ndr400",
                     "b300": "ib_xdr800", "gb300": "ib_xdr800", "mi300x": "roce400", "mi325x": "roce400",
-                    "mi355x": "roce400"}
+                    "mi350x": "roce400", "mi355x": "roce400"}
 # inter_node key -> (catalog fabric, Gbit/s per NIC or None for the catalog's, NICs per node or None = per GPU)
 FABRICS = {
     "ib_hdr200x8": ("ib_hdr200", None, 8), "ib_ndr400x8": ("ib_ndr400", None, 8),
