@@ -46,6 +46,20 @@ def test_deepseek_v2_published_counts_without_the_input_embedding(config, name, 
     assert (float(C.active_params(m, cfg.train.seq_len)) - embedding) / 1e9 == pytest.approx(active, rel=0.025)
 
 
+@pytest.mark.parametrize("name, total, active", [("glm45_355b_a32b", 355.0, 32.0), ("glm45_air_106b_a12b", 106.0, 12.0)])
+def test_glm45_published_counts_without_the_embeddings(config, name, total, active):
+    """GLM-4.5: 355 B total, 32 B activated; GLM-4.5-Air 106 B, 12 B (GLM-4.5 report, Table 1).
+    The totals are met within 1 % (GLM-4.5's with its MTP layer: 356.8 B; Air 106.9 B), as the other
+    published totals here; the activated ones within half a unit of their last digit, leaving out
+    the input embedding and the untied output head (2 x 151,552 x hidden: 1.55 B, 1.24 B; with
+    them 34.0 and 13.4 B)."""
+    cfg = _model(config, name)
+    m = cfg.model
+    embeddings = 2.0 * float(m.vocab * m.hidden)
+    assert float(C.total_params(m, cfg.train.seq_len)) / 1e9 == pytest.approx(total, rel=0.01)
+    assert (float(C.active_params(m, cfg.train.seq_len)) - embeddings) / 1e9 == pytest.approx(active, abs=0.5)
+
+
 @pytest.mark.parametrize("name, total, active", [("gpt_oss_120b", 116.83, 5.13), ("gpt_oss_20b", 20.91, 3.61)])
 def test_gpt_oss_counts_the_unembedding_as_active(config, name, total, active):
     """gpt-oss model card (arXiv:2508.10925), Table 1: 116.83 B total and 5.13 B active for

@@ -994,6 +994,8 @@ def test_case_of_gpu_and_fabric_keys_and_mla_variants(compose):
                                        ("Qwen3-32B", "qwen3_32b"), ("qwen3_0.6b", "qwen3_0p6b"),
                                        ("Qwen3-1.7B-Base", "qwen3_1p7b"), ("Qwen3 8B", "qwen3_8b"),
                                        ("Qwen3-VL-8B", None), ("Qwen2.5-32B", None),
+                                       ("GLM-4.5", "glm45_355b_a32b"), ("glm45_air_106b", "glm45_air_106b_a12b"),
+                                       ("GLM-4.5V", None),
                                        ("GPT-OSS-120B", "gpt_oss_120b"), ("GPT-OSS 20B", "gpt_oss_20b"), ("Kimi-K2", "kimi_k2"),
                                        ("Mixtral-8x22B", "mixtral_8x22b"), ("Llama4 Scout (17Bx16E)", "llama4_scout"),
                                        ("Llama 2 70B", "llama2_70b"), ("Llama 3 80B", None), ("LLAMA2-13B", None),

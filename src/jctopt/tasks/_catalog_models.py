@@ -36,6 +36,9 @@ NAMES = {
     "qwen3_0p6b": r"qwen ?3 ?0\.?6b", "qwen3_1p7b": r"qwen ?3 ?1\.?7b", "qwen3_4b": r"qwen ?3 ?4b",
     "qwen3_8b": r"qwen ?3 ?8b", "qwen3_14b": r"qwen ?3 ?14b", "qwen3_32b": r"qwen ?3 ?32b",
     "gpt_oss_120b": r"gpt ?oss ?120b", "gpt_oss_20b": r"gpt ?oss ?20b",
+    # GLM-4.5 and its Air (Megatron-Bridge: "glm45_355b", "glm45_air_106b"); GLM-4.5V is a vision model.
+    "glm45_air_106b_a12b": r"glm ?4\.?5 ?air( ?106b)?( ?a12b)?",
+    "glm45_355b_a32b": r"glm ?4\.?5(?! ?air)(?!v)( ?355b)?( ?a32b)?",
     "llama4_scout": r"llama ?4 ?scout", "llama4_maverick": r"llama ?4 ?maverick",
     "mixtral_8x7b": r"mixtral ?8x7b", "mixtral_8x22b": r"mixtral ?8x22b", "gpt3_175b": r"gpt ?3 ?175b",
     "grok1_314b": r"grok ?1", "nemotron4_15b": r"nemotron ?(4 ?)?15b", "nemotron4_340b": r"nemotron ?(4 ?)?340b",
