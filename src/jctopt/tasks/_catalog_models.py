@@ -36,6 +36,9 @@ NAMES = {
     "qwen3_0p6b": r"qwen ?3 ?0\.?6b", "qwen3_1p7b": r"qwen ?3 ?1\.?7b", "qwen3_4b": r"qwen ?3 ?4b",
     "qwen3_8b": r"qwen ?3 ?8b", "qwen3_14b": r"qwen ?3 ?14b", "qwen3_32b": r"qwen ?3 ?32b",
     "gpt_oss_120b": r"gpt ?oss ?120b", "gpt_oss_20b": r"gpt ?oss ?20b",
+    # Qwen2.5's dense sizes from 7B ("Qwen2.5-72B-Instruct"); Qwen2.5-VL, -Coder and -Math are other models.
+    "qwen2p5_7b": r"qwen ?2\.?5 ?7b", "qwen2p5_14b": r"qwen ?2\.?5 ?14b", "qwen2p5_32b": r"qwen ?2\.?5 ?32b",
+    "qwen2p5_72b": r"qwen ?2\.?5 ?72b",
     # GLM-4.5 and its Air (Megatron-Bridge: "glm45_355b", "glm45_air_106b"); GLM-4.5V is a vision model.
     "glm45_air_106b_a12b": r"glm ?4\.?5 ?air( ?106b)?( ?a12b)?",
     "glm45_355b_a32b": r"glm ?4\.?5(?! ?air)(?!v)( ?355b)?( ?a32b)?",

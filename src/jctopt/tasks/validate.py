@@ -145,7 +145,7 @@ DEFAULTS = {
                      "and MLA ranks a row leaves blank are those of the conf/model entry its model cell names, "
                      "with params_b appended where the cell names a family alone ('Llama 3.1', 'Nemotron4') "
                      "(Llama 2 7B/70B, Llama 3/3.1 8B, 70B, 405B, Llama 4 Scout/Maverick, DeepSeek-V2/V2-Lite, "
-                     "DeepSeek-V3, Kimi K2, Qwen3 0.6B/1.7B/4B/8B/14B/32B, Qwen3-30B-A3B, "
+                     "DeepSeek-V3, Kimi K2, Qwen2.5 7B/14B/32B/72B, Qwen3 0.6B/1.7B/4B/8B/14B/32B, Qwen3-30B-A3B, "
                      "Qwen3-235B-A22B, GLM-4.5 and GLM-4.5-Air, gpt-oss-120b, Mixtral 8x7B/8x22B, GPT-3 175B, Grok-1, Nemotron-4 15B/340B, "
                      "Nemotron-H 8B/47B/56B, Nemotron 3 Nano/Super/Ultra, Nemotron 3.5 Lightning, gpt-oss-20b; "
                      "each file cites its config); a hybrid Mamba-2 model's layer pattern and Mamba shape always "
