@@ -46,7 +46,8 @@ def test_deepseek_v2_published_counts_without_the_input_embedding(config, name, 
     assert (float(C.active_params(m, cfg.train.seq_len)) - embedding) / 1e9 == pytest.approx(active, rel=0.025)
 
 
-@pytest.mark.parametrize("name, total, active", [("glm45_355b_a32b", 355.0, 32.0), ("glm45_air_106b_a12b", 106.0, 12.0)])
+@pytest.mark.parametrize("name, total, active", [("glm45_355b_a32b", 355.0, 32.0),
+                                                 ("glm45_air_106b_a12b", 106.0, 12.0)])
 def test_glm45_published_counts_without_the_embeddings(config, name, total, active):
     """GLM-4.5: 355 B total, 32 B activated; GLM-4.5-Air 106 B, 12 B (GLM-4.5 report, Table 1).
     The totals are met within 1 % (GLM-4.5's with its MTP layer: 356.8 B; Air 106.9 B), as the other
