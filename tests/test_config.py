@@ -10,7 +10,7 @@ from omegaconf.errors import ConfigKeyError, ValidationError
 
 import jctopt
 from jctopt import _compute as C
-from jctopt._config import CONF_DIR, GPUConf
+from jctopt._config import CONF_DIR, GPUConf, load_option
 
 GROUPS = {g: sorted(p.stem for p in (CONF_DIR / g).glob("*.yaml")) for g in ("gpu", "fabric", "cluster", "model")}
 
@@ -53,7 +53,7 @@ def test_an_nvl72_gpu_on_8_gpu_nodes_names_the_cluster(compose, gpu):
 @pytest.mark.parametrize("model", GROUPS["model"])
 def test_every_model_composes(compose, model):
     # single_node's tp=8 where the heads allow it; Qwen2.5-7B's 28 heads split 4 ways at most.
-    tp = math.gcd(8, int(OmegaConf.load(CONF_DIR / "model" / f"{model}.yaml").n_heads))
+    tp = math.gcd(8, int(load_option("model", model).n_heads))
     cfg = compose(f"model={model}", "layout=single_node", f"layout.tp={tp}", "training.global_batch=8")
     config = jctopt.to_config(cfg)
     assert float(config.model.n_layers) > 0

@@ -66,6 +66,19 @@ def test_qwen3_32b_parameter_count_by_hand(config):
     assert float(C.total_params(cfg.model, cfg.train.seq_len)) == pytest.approx(expected, rel=1e-6)
 
 
+def _billions(config, model):
+    """(total, non-embedding) parameters of catalog ``model``, in billions."""
+    cfg = config(f"model={model}", "layout=single_node", "layout.tp=1", "training.global_batch=8")
+    m, s = cfg.model, cfg.train.seq_len
+    total = float(C.total_params(m, s)) / 1e9
+    return total, total - float(C.embedding_params(m, s)) / 1e9
+
+
+def _half_unit(printed):
+    """Half a unit of a figure's last printed digit (0.44, 6.95: two decimals; else one)."""
+    return 0.005 if round(printed, 1) != printed else 0.05
+
+
 @pytest.mark.parametrize("model,total,non_embedding", [
     ("qwen3_0p6b", 0.6, 0.44), ("qwen3_1p7b", 1.7, 1.4), ("qwen3_4b", 4.0, 3.6),
     ("qwen3_8b", 8.2, 6.95), ("qwen3_14b", 14.8, 13.2), ("qwen3_32b", 32.8, 31.2)])
@@ -73,13 +86,9 @@ def test_qwen3_dense_published_parameter_counts(config, model, total, non_embedd
     # Hugging Face model cards (Qwen/Qwen3-*): total and non-embedding billions, rounded as
     # printed, so within half a unit of their last digit. The three small ones tie the
     # embedding to the output head.
-    cfg = config(f"model={model}", "layout=single_node", "training.global_batch=8")
-    m, s = cfg.model, cfg.train.seq_len
-    billions = float(C.total_params(m, s)) / 1e9
-    body = (float(C.total_params(m, s)) - float(C.embedding_params(m, s))) / 1e9
-    half_unit = lambda v: 0.005 if round(v, 1) != v else 0.05  # noqa: E731  (0.44, 6.95: two decimals)
-    assert billions == pytest.approx(total, abs=half_unit(total))
-    assert body == pytest.approx(non_embedding, abs=half_unit(non_embedding))
+    billions, body = _billions(config, model)
+    assert billions == pytest.approx(total, abs=_half_unit(total))
+    assert body == pytest.approx(non_embedding, abs=_half_unit(non_embedding))
 
 
 @pytest.mark.parametrize("model,total,non_embedding", [
@@ -89,10 +98,7 @@ def test_qwen2p5_published_parameter_counts(config, model, total, non_embedding)
     # Hugging Face model cards (Qwen/Qwen2.5-*). The shapes count 7.62 / 6.53, 14.77 / 13.21,
     # 32.76 / 31.21 and 72.71 / 70.21 B (QKV biases aside, under 1 M): the cards' 14B and 32B
     # figures sit up to 0.8 % below their own shapes, hence 1 %.
-    cfg = config(f"model={model}", "layout=single_node", "layout.tp=1", "training.global_batch=8")
-    m, s = cfg.model, cfg.train.seq_len
-    billions = float(C.total_params(m, s)) / 1e9
-    body = billions - float(C.embedding_params(m, s)) / 1e9
+    billions, body = _billions(config, model)
     assert billions == pytest.approx(total, rel=0.01)
     assert body == pytest.approx(non_embedding, rel=0.01)
 
