@@ -6,7 +6,7 @@ Builds the throughput benchmark's space (GPT-3 175B, >= 10^7 configurations, kee
 each chunk size, compiles, then times ``--chunks`` chunks (after one untimed) and reads the
 device's peak memory in use (``memory_stats``; CPU devices report none). The last line printed
 is one JSON object: per chunk size, configurations per second and peak bytes, and the bytes per
-configuration of the largest size. ``_engine.default_chunk_size``'s GPU chunk was chosen from
+configuration of the largest size. ``search.engine.default_chunk_size``'s GPU chunk was chosen from
 its figures on an H200.
 """
 
@@ -18,11 +18,10 @@ import sys
 import time
 
 import jax
+from throughput import SPACE
 
 import jctopt
-from jctopt._engine import build
-
-from throughput import SPACE
+from jctopt.search.engine import build
 
 
 def _peak_bytes(devices) -> int | None:

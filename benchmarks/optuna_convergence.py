@@ -16,8 +16,8 @@ import sys
 import time
 
 import jctopt
+from jctopt.search.grid import search
 from jctopt.tasks import optimize
-from jctopt._search import search
 
 
 def main() -> None:

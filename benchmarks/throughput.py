@@ -33,7 +33,7 @@ import jax
 import numpy as np
 
 import jctopt
-from jctopt._engine import build, decode_batch
+from jctopt.search.engine import build, decode_batch
 
 # >= 10^7 configurations: GPT-3 175B (Brown et al. 2020), batch 1536 (Narayanan et al. 2021).
 SPACE = ["model=gpt3_175b", "space=wide", "space.n_gpus=64:16384:32", "space.zero_stage=[0,1,2,3]"]

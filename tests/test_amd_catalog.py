@@ -4,9 +4,9 @@ reference fabric for every GPU."""
 
 import pytest
 
-from jctopt import _compute as C
-from jctopt._config import CONF_DIR, ConfigError
-from jctopt._jct import Reason, estimate
+from jctopt.config.schema import CONF_DIR, ConfigError
+from jctopt.job.jct import Reason, estimate
+from jctopt.model import compute as C
 from jctopt.tasks import validate
 
 # Llama 3 70B with ZeRO-3 and full recompute on one 8-GPU node, 4 sequences per micro-batch.

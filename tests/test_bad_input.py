@@ -44,7 +44,7 @@ def test_empty_space_from_the_cli_exits_2_without_a_traceback(tmp_path):
 def _runs_head(n=5):
     import pandas as pd
 
-    from jctopt._resources import validation_file
+    from jctopt.config.resources import validation_file
 
     return pd.read_csv(validation_file("runs_dev.csv")).head(n)
 
@@ -226,7 +226,7 @@ def test_blank_cells_read_as_nan_take_their_documented_defaults(compose):
     that has it (DeepSeek-V3)."""
     import pandas as pd
 
-    from jctopt._resources import validation_file
+    from jctopt.config.resources import validation_file
     from jctopt.tasks import validate
 
     row = pd.read_csv(validation_file("runs_moe_dev.csv")).iloc[0].to_dict()
@@ -241,7 +241,7 @@ def test_blank_cells_read_as_nan_take_their_documented_defaults(compose):
 @pytest.mark.parametrize("name", ["x" * 300, "../gpu/h100_sxm", "h100_sxm/../b200"])
 def test_a_catalog_name_is_looked_up_never_opened_as_a_path(name):
     """A long or path-like name (a shifted runs-file cell) is a ConfigError, not an OSError."""
-    from jctopt._config import load_option
+    from jctopt.config.schema import load_option
 
     with pytest.raises(jctopt.ConfigError, match=r"^gpu=.* is not allowed: one of a100_40gb"):
         load_option("gpu", name)

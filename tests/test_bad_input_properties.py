@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
 import jctopt
-from jctopt._resources import validation_file
-from jctopt._space import build_space
+from jctopt.config.resources import validation_file
+from jctopt.search.space import build_space
 from jctopt.tasks import validate
 
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

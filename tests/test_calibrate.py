@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from jctopt import _calibrate as Cal
-from jctopt._config import load_option
-from jctopt._resources import validation_file
+from jctopt.config.resources import validation_file
+from jctopt.config.schema import load_option
+from jctopt.fit import calibrate as Cal
 from jctopt.tasks import calibrate
 
 RUNS = validation_file("runs_dev.csv")
@@ -220,7 +220,7 @@ def test_gb300_gemm_spec_reproduces_the_measured_gb300_over_gb200_step_ratio(com
     speed-up over GB200 on identical layouts in the same container (Megatron-Bridge,
     runs_mbridge_dense.csv: Llama 3 8B and 70B fp8, 8 and 64 GPUs, tp 1 pp 1, seven pairs,
     measured GB200 / GB300 step ratio 1.05-1.27, median 1.21). The clock that 1400 W sustains over
-    1200 W (_power's cube-root law) accounts for 1.057 of it. Each pair within 8 % but the
+    1200 W (model.power's cube-root law) accounts for 1.057 of it. Each pair within 8 % but the
     25.11 70B one (1.05 measured), the median within 2 %."""
     import pandas as pd
 

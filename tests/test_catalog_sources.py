@@ -6,7 +6,7 @@ import re
 import pandas as pd
 import pytest
 
-from jctopt._resources import CONF_DIR, validation_file
+from jctopt.config.resources import CONF_DIR, validation_file
 
 HARDWARE = pd.read_csv(validation_file("hardware.csv")).set_index("gpu")
 # catalog key -> hardware.csv column (blank there = the GPU lacks the unit: 0 in the catalog)

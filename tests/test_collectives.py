@@ -5,8 +5,8 @@ import csv
 import numpy as np
 import pytest
 
-from jctopt import _comm as K
-from jctopt._resources import validation_file
+from jctopt.config.resources import validation_file
+from jctopt.model import comm as K
 
 CSV = validation_file("collectives.csv")
 

@@ -9,8 +9,8 @@ from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError, ValidationError
 
 import jctopt
-from jctopt import _compute as C
-from jctopt._config import CONF_DIR, GPUConf, load_option
+from jctopt.config.schema import CONF_DIR, GPUConf, load_option
+from jctopt.model import compute as C
 
 GROUPS = {g: sorted(p.stem for p in (CONF_DIR / g).glob("*.yaml")) for g in ("gpu", "fabric", "cluster", "model")}
 

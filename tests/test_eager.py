@@ -1,9 +1,9 @@
-"""Eager PyTorch elementwise traffic (_eager) against hand counts, and which rows validate runs eager."""
+"""Eager PyTorch elementwise traffic (model.eager) against hand counts, and which rows validate runs eager."""
 
 import pytest
 
-from jctopt import _compute as C
-from jctopt import _eager as Ea
+from jctopt.model import compute as C
+from jctopt.model import eager as Ea
 from jctopt.tasks import validate
 
 

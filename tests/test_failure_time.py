@@ -1,4 +1,4 @@
-"""The wall-time distribution under random failures (jctopt._failure_time) against Daly's mean,
+"""The wall-time distribution under random failures (jctopt.job.failure_time) against Daly's mean,
 a high-precision evaluation of the exact moments, and a discrete-event simulator."""
 
 import functools
@@ -10,8 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jctopt import _failure_time as F
-from jctopt import _reliability as R
+from jctopt.job import failure_time as F
+from jctopt.job import reliability as R
 
 DAY = 86400.0
 YOUNG_SEED_S = math.sqrt(2.0 * 30.0 * DAY)  # seed 001: 24 h MTBF, 30 s checkpoint write

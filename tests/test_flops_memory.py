@@ -4,8 +4,8 @@ import jax.numpy as jnp
 import pytest
 
 import jctopt
-from jctopt import _compute as C
-from jctopt import _memory as Mem
+from jctopt.model import compute as C
+from jctopt.model import memory as Mem
 
 # GPT-3 175B: L=96, h=12288, a=96, s=2048, V=51200; global batch B=1536 (Narayanan 2021 Sec. 5).
 L, H, A, S, V, B = 96, 12288, 96, 2048, 51200, 1536

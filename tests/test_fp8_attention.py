@@ -1,4 +1,4 @@
-"""FP8 attention (_attention.fp8_speedup): the core's time against cuDNN's measured bf16 / fp8
+"""FP8 attention (model.attention.fp8_speedup): the core's time against cuDNN's measured bf16 / fp8
 ratio, the heads that pick the ratio, the precisions it needs, and validate reading the recipe's
 fp8_dot_product_attention."""
 
@@ -7,8 +7,8 @@ import pytest
 
 import jctopt
 from jctopt import ConfigError
-from jctopt import _compute as C
-from jctopt._resources import validation_file
+from jctopt.config.resources import validation_file
+from jctopt.model import compute as C
 from jctopt.tasks import validate
 
 # NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training/results @3929da2, causal, non-deterministic
@@ -108,7 +108,7 @@ def test_diagnosis_offers_fp8_attention(config):
     """An fp8 job on Transformer Engine's fused kernel is offered FP8 attention where the GPU's
     measured ratio for its heads is above 1 (GB300, MLA), and not where it is not (H100, GQA: 0.99)
     or where the GEMMs are bf16."""
-    from jctopt import _diagnosis as D
+    from jctopt.job import diagnosis as D
 
     change = next(ch for ch in D.CHANGES if "fp8_dot_product_attention" in ch.label)
     base = ("training.flash_attention=true", "training.fused_attention=true")

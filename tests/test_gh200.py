@@ -3,8 +3,8 @@ MAMF, NVLink between the four, NDR200 InfiniBand out of the node."""
 
 import pytest
 
-from jctopt._config import ConfigError, to_config
-from jctopt._jct import estimate
+from jctopt.config.schema import ConfigError, to_config
+from jctopt.job.jct import estimate
 from jctopt.tasks import validate
 
 # Llama 3 8B on 16 nodes, data parallelism with the distributed optimizer.

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import jctopt
-from jctopt import _gradient as G
+from jctopt.search import gradient as G
 from jctopt.tasks import gradient
 
 

@@ -1,10 +1,10 @@
-"""The host's launch floor under launch-bound MoE stages (_host) against hand counts."""
+"""The host's launch floor under launch-bound MoE stages (model.host) against hand counts."""
 
 import pytest
 
 import jctopt
-from jctopt import _compute as C
-from jctopt import _host as H
+from jctopt.model import compute as C
+from jctopt.model import host as H
 
 
 def _qwen3(config, *extra):
@@ -25,7 +25,7 @@ def test_floor_counts_the_stage_moe_layers(config):
 
 def _moe_block_forward_s(cfg, est):
     """The MoE block's GPU forward time per micro-batch and layer: its GEMMs and half the layer's
-    elementwise work (_compute.layer_block_times), and its dispatch and combine, exposed here
+    elementwise work (model.compute.layer_block_times), and its dispatch and combine, exposed here
     (no overlap, no recompute: 48 layers x 4 all-to-alls per micro-batch)."""
     m, g, t, lay = cfg.model, cfg.gpu, cfg.train, cfg.layout
     gemm, core, elem = C.layer_times(m, g, t, lay.tp, lay.cp, lay.ep, lay.etp)

@@ -5,11 +5,11 @@ import jax.numpy as jnp
 import pandas as pd
 import pytest
 
-from jctopt import _compute as C
-from jctopt import _hybrid as Hy
-from jctopt import _mamba as Mb
-from jctopt._config import ConfigError
-from jctopt._jct import Reason, estimate, layout_checks
+from jctopt.config.schema import ConfigError
+from jctopt.job.jct import Reason, estimate, layout_checks
+from jctopt.model import compute as C
+from jctopt.model import hybrid as Hy
+from jctopt.model import mamba as Mb
 from jctopt.tasks import validate
 
 

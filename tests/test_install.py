@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from jctopt import _cache
-from jctopt._resources import CONF_DIR, VALIDATION_DIR, validation_file
+from jctopt.config import cache as _cache
+from jctopt.config.resources import CONF_DIR, VALIDATION_DIR, validation_file
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -72,7 +72,7 @@ def test_wheel_in_a_fresh_venv_runs_from_an_empty_directory(tmp_path):
     helped = subprocess.run([jctopt, "--help"], cwd=empty, env=env, capture_output=True, text=True, timeout=300)
     assert helped.returncode == 0 and "task: " in helped.stdout
     # The config and the published runs come from the installed package, not from a checkout.
-    where = subprocess.run([str(python), "-c", "from jctopt._resources import CONF_DIR, validation_file; "
+    where = subprocess.run([str(python), "-c", "from jctopt.config.resources import CONF_DIR, validation_file; "
                             "print(CONF_DIR); print(validation_file('runs_dev.csv'))"],
                            cwd=empty, env=env, capture_output=True, text=True, timeout=300)
     assert where.returncode == 0, where.stderr

@@ -3,10 +3,10 @@ against the release's own weight counts and Megatron-Bridge's model FLOPs."""
 
 import pytest
 
-from jctopt import _compute as C
-from jctopt import _latent as La
-from jctopt._config import ConfigError
-from jctopt._jct import estimate
+from jctopt.config.schema import ConfigError
+from jctopt.job.jct import estimate
+from jctopt.model import compute as C
+from jctopt.model import latent as La
 
 H, LATENT, FFN, EXPERTS, TOP_K, SHARED = 4096, 1024, 2688, 512, 22, 5376
 

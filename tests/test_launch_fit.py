@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from jctopt.tasks import _launch_fit as L
+from jctopt.fit import launch_fit as L
 
 
 def _table(targets: dict[str, int]) -> pd.DataFrame:

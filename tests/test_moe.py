@@ -4,10 +4,10 @@ FLOPs and layer times against hand counts."""
 import numpy as np
 import pytest
 
-from jctopt import _compute as C
-from jctopt import _memory as Mem
-from jctopt._config import ConfigError
-from jctopt._jct import estimate
+from jctopt.config.schema import ConfigError
+from jctopt.job.jct import estimate
+from jctopt.model import compute as C
+from jctopt.model import memory as Mem
 
 
 def _model(config, name, *extra):
@@ -224,7 +224,7 @@ def test_each_all_to_all_is_hidden_by_the_block_beside_it():
     next forward, combine_fwd beside the mixer's backward: by hand, with all-to-alls of 3 ms, a
     1 ms mixer (0.5 ms of it the attention core, backward 2.5x) and a 2 ms MLP, the windows are
     1, 2, 4 and 2 x 0.5 + 2.5 x 0.5 = 2.25 ms: 2 + 1 + 0 + 0.75 = 3.75 ms exposed."""
-    from jctopt import _ep_overlap as Eo
+    from jctopt.model import ep_overlap as Eo
 
     assert float(Eo.exposed_per_layer(3e-3, 1e-3, 2e-3, 0.5e-3, 2.5)) == pytest.approx(3.75e-3, rel=1e-12)
     assert float(Eo.exposed_per_layer(0.9e-3, 1e-3, 2e-3, 0.5e-3, 2.5)) == 0.0  # shorter than every block
@@ -233,12 +233,12 @@ def test_each_all_to_all_is_hidden_by_the_block_beside_it():
 @pytest.mark.parametrize("fabric, ep", [("ib_ndr400", 32), ("eth100_tcp", 64)])
 def test_overlapped_all_to_all_shows_what_outlasts_its_block(config, fabric, ep):
     """With ep_comm_overlap each of a layer's four all-to-alls runs beside one block of the other
-    micro-batch (_ep_overlap): exposed per micro-batch = MoE layers x the sum over the four
+    micro-batch (model.ep_overlap): exposed per micro-batch = MoE layers x the sum over the four
     blocks of max(0, all-to-all - block); without it all of them show. Over NDR400 some of the
     32-wide group's traffic still shows, over 100G TCP most of the 64-wide group's does; the
     overlap never adds time."""
     import jctopt
-    from jctopt import _compute as Cm
+    from jctopt.model import compute as Cm
 
     base = ("model=deepseek_v3", "gpu=h100_sxm", f"fabric={fabric}", "training=modern", "layout.n_gpus=512",
             "layout.tp=1", "layout.pp=8", "layout.vpp=1", f"layout.ep={ep}", "training.global_batch=1024")

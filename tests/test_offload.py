@@ -1,4 +1,4 @@
-"""Activation offloading (_offload): what leaves HBM for host memory and what the copies cost,
+"""Activation offloading (model.offload): what leaves HBM for host memory and what the copies cost,
 against hand counts."""
 
 import jax.numpy as jnp
@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 
 import jctopt
-from jctopt import _memory as Mem
-from jctopt._jct import Reason
-from jctopt._resources import validation_file
+from jctopt.config.resources import validation_file
+from jctopt.job.jct import Reason
+from jctopt.model import memory as Mem
 from jctopt.tasks import validate
 
 
@@ -128,7 +128,7 @@ def test_a_silent_row_offloads_where_host_memory_cannot_take_every_layer(compose
 def test_diagnosis_offers_offloading_instead_of_recompute(config):
     """The diagnosis's candidate for a recomputing job offloads the recomputed layers instead:
     under full recompute, all 80 of the stage's layers, none recomputed, so less compute."""
-    from jctopt import _diagnosis as D
+    from jctopt.job import diagnosis as D
 
     cfg = _llama70b(config, "gb200", "training.recompute=full")
     change = next(ch for ch in D.CHANGES if "offloading" in ch.label)

@@ -8,7 +8,7 @@ import optuna
 import pandas as pd
 import pytest
 
-from jctopt._search import search
+from jctopt.search.grid import search
 from jctopt.tasks import optimize
 
 TINY = ["task=optimize", "model=gpt3_175b", "space.gpu=[h100_sxm,b200]", "space.fabric=[ib_ndr400]",

@@ -2,10 +2,10 @@
 
 import pytest
 
-from jctopt import _compute as C
-from jctopt import _pipeline as P
-from jctopt._config import ConfigError
-from jctopt._jct import estimate
+from jctopt.config.schema import ConfigError
+from jctopt.job.jct import estimate
+from jctopt.model import compute as C
+from jctopt.model import pipeline as P
 
 
 @pytest.mark.parametrize("layers, pp, vpp, middle, last", [

@@ -1,11 +1,11 @@
-"""A board power limit below TDP (_power): the clock it leaves, by hand, and what it slows."""
+"""A board power limit below TDP (model.power): the clock it leaves, by hand, and what it slows."""
 
 import pytest
 
-from jctopt import _compute as C
-from jctopt import _power as Pw
-from jctopt._config import ConfigError
-from jctopt._jct import estimate
+from jctopt.config.schema import ConfigError
+from jctopt.job.jct import estimate
+from jctopt.model import compute as C
+from jctopt.model import power as Pw
 
 
 def test_clock_under_a_power_limit_by_hand():

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import jctopt
-from jctopt import _reliability as R
+from jctopt.job import reliability as R
 
 LAYOUTS = [(64, 8, 1, 1), (256, 8, 4, 1), (512, 4, 8, 2), (1024, 8, 16, 1), (128, 1, 1, 1), (2048, 8, 8, 3)]
 SETTINGS = settings(max_examples=25, deadline=None)

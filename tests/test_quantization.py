@@ -3,10 +3,10 @@ layer, against hand-computed values."""
 
 import pytest
 
-from jctopt import _compute as C
-from jctopt import _quantization as Q
-from jctopt._config import ConfigError, to_config
-from jctopt._jct import Reason, estimate
+from jctopt.config.schema import ConfigError, to_config
+from jctopt.job.jct import Reason, estimate
+from jctopt.model import compute as C
+from jctopt.model import quantization as Q
 
 # Llama 3 8B: h 4096, 32 heads of 128, 8 KV heads, SwiGLU width 14336, vocabulary 128,256.
 H, HEADS, KV, D, FFN, V = 4096, 32, 8, 128, 14336, 128256

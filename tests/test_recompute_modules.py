@@ -1,4 +1,4 @@
-"""Megatron-Core's selective recompute by module (_recompute_modules): what each module repeats
+"""Megatron-Core's selective recompute by module (model.recompute_modules): what each module repeats
 and what it does not keep, against hand counts on DeepSeek-V3 (its config: 61 layers, 3 dense,
 h 7168, 128 heads of 192 (128 nope + 64 rope) / 128, q_lora 1536, kv_lora 512, 256 experts top-8
 of width 2048, one shared expert)."""
@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 
 import jctopt
-from jctopt import _compute as C
-from jctopt import _memory as Mem
-from jctopt import _recompute_modules as Rm
-from jctopt._config import ConfigError
+from jctopt.config.schema import ConfigError
+from jctopt.model import compute as C
+from jctopt.model import memory as Mem
+from jctopt.model import recompute_modules as Rm
+from jctopt.runs.spellings import RowError, recompute_modules
 from jctopt.tasks import validate
-from jctopt.tasks._spellings import RowError, recompute_modules
 
 GBS, SEQ = 1024, 4096
 DSV3 = ("model=deepseek_v3", "gpu=gb200", "cluster=nvl72", "training=modern", "layout.n_gpus=256",
@@ -175,7 +175,7 @@ def test_the_space_searches_module_lists(compose, config, tmp_path):
     ("'full:moe'", r"space.recompute='full:moe' is not allowed: none \| selective \| full, or selective:<modules>"),
 ])
 def test_bad_space_recompute_entries_name_the_key(compose, entry, needle):
-    from jctopt._engine import build
+    from jctopt.search.engine import build
 
     with pytest.raises(ConfigError, match=needle):
         build(compose(*SPACE, f"space.recompute=[{entry}]"))
@@ -187,7 +187,7 @@ def test_a_run_that_does_not_fit_is_told_which_modules_make_it_fit(config):
     """DeepSeek-V3 on 1024 H100 (pp 16, ep 64) with the attention core recomputed needs 116 GB
     per GPU; recomputing Megatron's light modules too (MLA's up-projections, the norms, the
     experts' activation) fits, and the diagnosis says so with that configuration's JCT."""
-    from jctopt._diagnosis import diagnose
+    from jctopt.job.diagnosis import diagnose
 
     h100 = ("model=deepseek_v3", "gpu=h100_sxm", "training=modern", "layout.n_gpus=1024", "layout.tp=1",
             "layout.pp=16", "layout.ep=64", "training.global_batch=4096", "training.flash_attention=true",

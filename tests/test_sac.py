@@ -1,15 +1,15 @@
-"""torchtitan's per-op selective checkpointing (_sac): what it recomputes, by hand, and which rows
+"""torchtitan's per-op selective checkpointing (model.sac): what it recomputes, by hand, and which rows
 validate reads as running it."""
 
 import pytest
 
-from jctopt import _comm as K
-from jctopt import _compute as C
-from jctopt import _recompute_modules as Rm
-from jctopt import _memory as Mem
-from jctopt import _sac as Sac
-from jctopt._config import ConfigError, to_config
-from jctopt._jct import estimate
+from jctopt.config.schema import ConfigError, to_config
+from jctopt.job.jct import estimate
+from jctopt.model import comm as K
+from jctopt.model import compute as C
+from jctopt.model import memory as Mem
+from jctopt.model import recompute_modules as Rm
+from jctopt.model import sac as Sac
 from jctopt.tasks import validate
 
 
@@ -42,7 +42,7 @@ def test_per_op_recompute_repeats_matmuls_and_pointwise_ops_not_the_core(config)
     m, op_t = per_op.model, per_op.train
     share = 19_456 / 53_248
     gemm, core, elem = 3.0, 5.0, 7.0
-    # Megatron's modules (_recompute_modules): by default the attention core alone
+    # Megatron's modules (model.recompute_modules): by default the attention core alone
     modules = Rm.ModuleParts(core_attn=core, mla_up_proj=11.0, layernorm=13.0, moe_act=17.0, mlp=19.0, moe=23.0,
                              shared_experts=29.0)
     assert float(C.recompute_time(m, core_t, gemm, core, elem, modules)) == pytest.approx(core)
@@ -101,7 +101,7 @@ def test_rows_without_selective_recompute_keep_the_default(compose):
 ])
 def test_per_op_policy_keeps_only_what_it_saves_by_hand(config, tp, per_token):
     """A Llama 3 8B layer under torchtitan's per-op policy keeps the checkpoint's input and the
-    saved ops' outputs (_sac): 63.5 kB per token at tp 1, against the 147 kB Megatron's selective
+    saved ops' outputs (model.sac): 63.5 kB per token at tp 1, against the 147 kB Megatron's selective
     recompute keeps."""
     cfg = config("model=llama3_8b", "gpu=h100_sxm", f"layout.tp={tp}", "layout.pp=1", f"layout.n_gpus={tp}",
                  "training.micro_batch=1", "training.global_batch=1", "training.seq_parallel=true",

@@ -1,12 +1,12 @@
-"""Pipeline schedules (_schedules): bubbles against the papers' formulas, memory, masks."""
+"""Pipeline schedules (model.schedules): bubbles against the papers' formulas, memory, masks."""
 
 import numpy as np
 import pytest
 
-from jctopt import _compute as C
-from jctopt import _schedules as S
-from jctopt._config import ConfigError
-from jctopt._jct import Reason, estimate
+from jctopt.config.schema import ConfigError
+from jctopt.job.jct import Reason, estimate
+from jctopt.model import compute as C
+from jctopt.model import schedules as S
 
 # F = B = W: each a third of a micro-batch's stage time.
 THIRD = 1.0 / 3.0
@@ -130,7 +130,7 @@ def test_batched_masks_match_the_config_checks(config):
 def test_space_schedule_axis(compose):
     """space.schedule: names become codes; without a pipeline every schedule is 1F1B (kept
     once); each schedule appears only with the chunks it runs on."""
-    from jctopt._space import build_space
+    from jctopt.search.space import build_space
 
     cfg = compose("model=llama3_405b", "space.pp=[1,16]", "space.vpp=[1,2]",
                   "space.schedule=[1f1b,zb_h1,zb_v,dualpipe]")

@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jctopt._config import to_config
-from jctopt._search import configured, search
+from jctopt.config.schema import to_config
+from jctopt.fit.risk import with_risk
+from jctopt.search.grid import configured, search
 from jctopt.tasks import deadline, procure, syncwall
-from jctopt.tasks._risk import with_risk
 
 SMALL = ["model=gpt3_175b", "space.gpu=[h100_sxm,b200]", "space.fabric=[ib_ndr400,roce400]",
          "space.n_gpus=128:2048:x2", "space.tp=[2,4,8]", "space.pp=[4,8]", "space.vpp=[1,2]",
@@ -173,7 +173,7 @@ def test_dense_twin_of_a_hybrid_latent_moe(compose):
     dense (-), each as wide as a token's path through a routed layer: 22 experts of 2 x 1024 x
     2688, the shared 2 x 4096 x 5376 and the two 4096 x 1024 projections, over 2 x 4096 per unit
     of width (squared ReLU, not gated): 21,184; the same forward FLOPs per token but the router's."""
-    from jctopt import _compute as C
+    from jctopt.model import compute as C
 
     cfg = compose("model=nemotron3_super_120b_a12b")
     twin = syncwall.dense_twin(cfg)
@@ -191,7 +191,7 @@ def test_syncwall_of_an_moe_model_beside_its_dense_twin(compose):
     layer on average: 3/61 x 18432 + 58/61 x (8 + 1) x 2048 = 18432; the same active parameters
     but the router's (256 x 7168 per routed layer), no experts. syncwall draws it beside the MoE
     curves; the MoE model, whose all-to-all leaves the 8-GPU node, is slower at every count."""
-    from jctopt import _compute as C
+    from jctopt.model import compute as C
 
     cfg = compose("model=deepseek_v3", "training.global_batch=4096", "space.gpu=[h100_sxm]",
                   "space.fabric=[ib_ndr400]", "syncwall.n_gpus=[512,1024,2048]", "space.tp=[1,2]",

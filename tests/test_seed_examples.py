@@ -4,9 +4,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jctopt import _comm as K
-from jctopt import _memory as Mem
-from jctopt import _reliability as R
+from jctopt.job import reliability as R
+from jctopt.model import comm as K
+from jctopt.model import memory as Mem
 
 DAY = 86400.0
 

@@ -3,12 +3,12 @@ hand-computed values."""
 
 import pytest
 
-from jctopt import _attention as Attn
-from jctopt import _comm as K
-from jctopt import _compute as C
-from jctopt import _memory as Mem
-from jctopt._config import to_config
-from jctopt._jct import estimate
+from jctopt.config.schema import to_config
+from jctopt.job.jct import estimate
+from jctopt.model import attention as Attn
+from jctopt.model import comm as K
+from jctopt.model import compute as C
+from jctopt.model import memory as Mem
 from jctopt.tasks import validate
 
 # GPT-3 175B (s = 2048, h = 12288) on the default layout: tp 8, pp 16, dp 8 (conf/layout/gpt3_175b_1024.yaml).
@@ -58,7 +58,7 @@ def test_fixed_attention_cost_matches_the_b200_kernel_table(heads):
 # NVIDIA's cuDNN SDPA training benchmark (NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training/
 # results @3929da2), Llama 3.1 shape (64 query heads, 8 KV heads, d = 128, causal, bf16,
 # non-deterministic backward), s = 8192: (batch, forward ms, backward ms, fused_attn_eff). H200's
-# rate is the catalog's; GB200's and GB300's are _attention's fits, which the catalog leaves out.
+# rate is the catalog's; GB200's and GB300's are model.attention's fits, which the catalog leaves out.
 CUDNN_LLAMA_S8192 = {"h200": (1, 1.708, 5.083, None), "gb200": (2, 1.397, 4.127, 0.537),
                      "gb300": (2, 1.185, 3.832, 0.615)}
 
@@ -78,7 +78,7 @@ def test_fused_attention_runs_at_the_cudnn_benchmark_rate(config, gpu):
 def test_fused_attention_runs_the_architecture_kernel(config, gpu, fused):
     """Transformer Engine's cuDNN attention runs at the architecture's measured rate
     (fused_attn_eff) on Hopper; on an A100 (no such kernel) at FlashAttention-2's, attn_eff, and on
-    Blackwell at the fitted attn_eff its cuDNN rows imply (_attention)."""
+    Blackwell at the fitted attn_eff its cuDNN rows imply (model.attention)."""
     base = ("model=gpt3_175b", f"gpu={gpu}", "training.flash_attention=true", "training.micro_batch=1")
     fa2, cudnn = config(*base, "training.fused_attention=false"), config(*base, "training.fused_attention=true")
     _, core_fa2, _ = C.layer_times(fa2.model, fa2.gpu, fa2.train, 8.0, 1.0)
@@ -201,7 +201,7 @@ def test_zero3_moves_three_parameter_passes_per_micro_batch(config):
 
 
 def test_megatron_fsdp_hides_its_collectives_at_the_spec_overlap(config):
-    """Megatron-FSDP prefetches the next unit's gathers from double buffers (_megatron_fsdp):
+    """Megatron-FSDP prefetches the next unit's gathers from double buffers (model.megatron_fsdp):
     its ZeRO-3 traffic hides at eta = 0.9 of the compute window, the fitted zero3_overlap_eta
     (set to 0.6 here) left to PyTorch FSDP and DeepSpeed. Same raw traffic, exposed part by the
     MISSION overlap model, tau_comm - eta min(tau_comp, tau_comm), per micro-batch."""
@@ -260,7 +260,7 @@ def test_deepspeed_zero3_pays_the_ring_latency_per_tensor(config):
 @pytest.mark.parametrize("recompute, extra_passes", [("full", 1), ("selective", 0), ("none", 0)])
 def test_deepspeed_zero3_gathers_again_for_a_recomputed_forward(config, recompute, extra_passes):
     """DeepSpeed's ZeRO-3 partitions a layer's weights after every forward and gathers them
-    before the next (_zero3_gathers): a fully recomputed forward costs one more weight pass per
+    before the next (model.zero3_gathers): a fully recomputed forward costs one more weight pass per
     micro-batch, as a hand all-gather of every layer; selective recompute (the attention core,
     no weights) and no recompute none. Gathers exposed, one micro-batch."""
     base = ZERO3[:-2] + ("training.global_batch=1536", "training.dp_overlap=false", f"training.recompute={recompute}")

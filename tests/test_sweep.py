@@ -15,12 +15,12 @@ import pytest
 
 import jctopt
 from jctopt import ConfigError
-from jctopt._config import check_layout
-from jctopt._engine import TRACES, build
-from jctopt._search import configured
-from jctopt import _uncertainty as U
-from jctopt._space import int_axis
-from jctopt.tasks import _risk
+from jctopt.config.schema import check_layout
+from jctopt.fit import risk as _risk
+from jctopt.fit import uncertainty as U
+from jctopt.search.engine import TRACES, build
+from jctopt.search.grid import configured
+from jctopt.search.space import int_axis
 from jctopt.tasks.sweep import run_sweep
 
 SMALL = [  # a MoE model so that ep and cp splits are exercised; 4 x 2 inner combinations
@@ -103,7 +103,7 @@ def test_chunk_size_follows_the_devices(compose):
     accelerator (benchmarks/chunk_size.py); a space smaller than that is one right-sized chunk."""
     from types import SimpleNamespace
 
-    from jctopt._engine import default_chunk_size
+    from jctopt.search.engine import default_chunk_size
 
     cpu = [SimpleNamespace(platform="cpu")] * 2
     gpu = [SimpleNamespace(platform="gpu")] * 4
@@ -245,7 +245,7 @@ def test_int_axis_forms():
 SHARDED = """
 import sys, jax, pandas as pd
 import jctopt
-from jctopt.tasks import _risk
+from jctopt.fit import risk as _risk
 from jctopt.tasks.sweep import run_sweep
 assert len(jax.devices()) == 2
 cfg = jctopt.compose(sys.argv[2:])
@@ -326,7 +326,7 @@ def test_expert_tensor_parallel_axis(compose):
     the TP ranks). Qwen3-30B-A3B (128 experts) on 16 GPUs at tp 2, pp 1: dp 8, so ep 16 needs
     etp 1 (16 x 1 divides tp x dp = 16), and ep 8 runs either way. A dense model has no experts: its etp is
     tp whatever the list. Entries that are neither "tp" nor positive integers are refused."""
-    from jctopt._space import build_space
+    from jctopt.search.space import build_space
 
     base = ["model=qwen3_30b_a3b", "space.n_gpus=[16]", "space.tp=[2]", "space.pp=[1]", "space.cp=[1]",
             "space.ep=[8,16]", "space.vpp=[1]", "space.micro_batch=[1]", "training.global_batch=64"]

@@ -1,13 +1,13 @@
-"""Model error x failure randomness (jctopt._uncertainty, tasks._risk) against hand values."""
+"""Model error x failure randomness (jctopt.fit.uncertainty, tasks._risk) against hand values."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
 import jctopt
-from jctopt import _failure_time as F
-from jctopt import _uncertainty as U
-from jctopt.tasks import _risk
+from jctopt.fit import risk as _risk
+from jctopt.fit import uncertainty as U
+from jctopt.job import failure_time as F
 from jctopt.tasks.calibrate import held_out_coverage, model_error
 
 

@@ -10,11 +10,11 @@ import pytest
 
 import jctopt
 from jctopt import ConfigError
-from jctopt._jct import Reason
-from jctopt._config import to_config
-from jctopt._resources import VALIDATION_DIR, validation_file
+from jctopt.config.resources import VALIDATION_DIR, validation_file
+from jctopt.config.schema import to_config
+from jctopt.job.jct import Reason
+from jctopt.runs.spellings import recompute_mode
 from jctopt.tasks import validate
-from jctopt.tasks._spellings import recompute_mode
 
 RUNS = validation_file("runs_dev.csv")
 
@@ -173,7 +173,7 @@ BOUNDS = {  # shipped (calibrated) medians + ~2 points: a regression guard, not 
     "PyTorch blog 2024-03-13 \"Maximizing training throughput using PyTorch FSDP\", Table 1": 10.0,
     "MosaicML llm-foundry benchmarking README, \"H100 80GB BF16 (Large Scale, >= 128 GPUs)\"": 6.0,
     # 8.2 %: six PTD-P rows within 1.4 %, six DeepSpeed ZeRO-3 rows 15-43 % too fast (10.2 % before
-    # DeepSpeed's gather for the recomputed forward, _zero3_gathers)
+    # DeepSpeed's gather for the recomputed forward, model.zero3_gathers)
     "Narayanan et al. 2021 (arXiv:2104.04473), Table 2": 10.0,
     "MosaicML llm-foundry benchmarking README, \"H100 80GB BF16\"": 5.5,
     "MosaicML llm-foundry benchmarking README, \"H100 80GB FP8\"": 5.5,
@@ -183,7 +183,7 @@ BOUNDS = {  # shipped (calibrated) medians + ~2 points: a regression guard, not 
 def test_all_rows_meet_the_fidelity_targets(predicted):
     """The targets on runs_dev.csv: median |error| <= 5 %, 90th percentile <= 12 %. Shipped
     (fitted to runs_dev.csv + runs_dev2.csv, 2026-11-26): 3.7 % and 11.5 % (3.1 / 11.6 % before
-    eager PyTorch's elementwise traffic was priced, _eager). Every row whose GPU
+    eager PyTorch's elementwise traffic was priced, model.eager). Every row whose GPU
     is in the catalog is placed; 280 have a measured time (the two Llama 2 34B rows with the
     fms-fsdp shapes of catalog model llama2_34b)."""
     err = predicted.abs_pct_error.dropna()
@@ -251,7 +251,7 @@ def test_median_error_per_source_within_bound(request, fixture, source):
 def test_dev2_is_placed_and_blackwell_is_fitted(predicted_dev2):
     """Every row placed; shipped (fitted to runs_dev.csv + runs_dev2.csv, 2026-11-26): median
     4.40 %, p90 14.1 % (targets 5 / 15 %); H100 4.4 %, B200 4.6 %, GB200 3.3 % (target <= 10 %
-    each). The fit before eager PyTorch's elementwise traffic was priced (_eager) gave 5.08 /
+    each). The fit before eager PyTorch's elementwise traffic was priced (model.eager) gave 5.08 /
     13.7 %. Before B200/GB200 rows were fitted they were 26 % too fast."""
     df = predicted_dev2
     assert df.predicted_iter_time_s.notna().all() and len(df) == 315
@@ -269,7 +269,7 @@ PRINTED_MEMORY = re.compile(r"memory:?\s*([0-9.]+)\s*GiB")
 
 def test_torchtitan_peak_memory_against_their_printed_peaks(predicted_dev2):
     """The 20 torchtitan rows of runs_dev2.csv that print their peak memory: the memory model
-    within a median 10 % of it (7.4 %: the per-op policy keeps only what it saves, _sac, and the
+    within a median 10 % of it (7.4 %: the per-op policy keeps only what it saves, model.sac, and the
     eager loss its fp32 logits three times over, logit_bytes 12; 30.9 % before, the selective
     rows 7-48 % over and the full-recompute ones 12-45 % under), the 8B rows within 10 % each."""
     runs = pd.read_csv(validation_file("runs_dev2.csv")).set_index("id")
@@ -668,7 +668,7 @@ def test_counts_with_thousands_separators_units_and_context_lengths_in_k(compose
 
 def test_zero3_on_megatron_core_stacks_is_megatron_fsdp(compose):
     """ZeRO-3 on NeMo or Megatron-Bridge is Megatron-FSDP: full sharding and its own overlap
-    (_megatron_fsdp), as is ZeRO-3 where the notes turn on use_megatron_fsdp; torchtitan's and
+    (model.megatron_fsdp), as is ZeRO-3 where the notes turn on use_megatron_fsdp; torchtitan's and
     AutoModel's FSDP2 and a 2024 table's FSDP are not; a row without ZeRO-3 is not either."""
     base = compose("task=validate")
     row = {"id": "r", "source": "NeMo Framework user guide performance summary, NeMo 25.07 container",
@@ -946,7 +946,7 @@ def test_hybridep_with_te_graphs_against_the_published_overlap_ab(compose):
     micro-batch 1, global batch 1,024, HybridEP, TE graphs over moe_router + moe_preprocess:
     24.7138 s a step with the all-to-all overlap off, 20.9920 s with it on; the GPU active
     22.82 s of the first, 21.22 s of the second. The graphs keep the host ahead but for each
-    dispatch's sync, which the overlap covers (_host): the model is 9.3 % over with the overlap
+    dispatch's sync, which the overlap covers (model.host): the model is 9.3 % over with the overlap
     off (its sync 3.8 s against the 1.9 s idle measured) and 11.4 % short with it on. Each step
     within 12 %; what this 2048-wide model spends beyond the model's count with the overlap on
     is not found."""

@@ -1,12 +1,12 @@
-"""Sliding-window attention (_window): keys of work per query by hand, the windowed layer against
+"""Sliding-window attention (model.window): keys of work per query by hand, the windowed layer against
 cuDNN's measured kernel, the layer's attention core, the config checks and validate's rows."""
 
 import pytest
 
 from jctopt import ConfigError
-from jctopt import _attention as A
-from jctopt import _compute as C
-from jctopt import _window as W
+from jctopt.model import attention as A
+from jctopt.model import compute as C
+from jctopt.model import window as W
 from jctopt.tasks import validate
 
 

@@ -17,12 +17,10 @@ import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
-from ._cache import enable_compile_cache  # noqa: E402
-from ._config import ConfigError, check, compose, to_config  # noqa: E402
-from ._engine import Engine  # noqa: E402
-from ._jct import Estimate, Reason, estimate, estimate_batch  # noqa: E402
-from ._space import Space, build_space  # noqa: E402
-from ._types import (  # noqa: E402
+from .config.cache import enable_compile_cache  # noqa: E402
+from .config.schema import ConfigError, check, compose, to_config  # noqa: E402
+from .job.jct import Estimate, Reason, estimate, estimate_batch  # noqa: E402
+from .model.types import (  # noqa: E402
     ClusterSpec,
     Config,
     FabricSpec,
@@ -32,6 +30,8 @@ from ._types import (  # noqa: E402
     ModelSpec,
     Training,
 )
+from .search.engine import Engine  # noqa: E402
+from .search.space import Space, build_space  # noqa: E402
 from .tasks.estimate import run_estimate  # noqa: E402
 from .tasks.sweep import run_sweep  # noqa: E402
 

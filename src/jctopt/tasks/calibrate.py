@@ -3,16 +3,16 @@ the fit does on sources it was not fitted to.
 
 Reads the CSVs of ``calibrate.runs`` (default: CALIBRATION_RUNS),
 with ``validate``'s row mapping, fits on every placed row with a step
-time (``jctopt._calibrate``), starting from the spec values (``spec_values``), then refits
+time (``jctopt.fit.calibrate``), starting from the spec values (``spec_values``), then refits
 once per source with that source left out and predicts it (leave-one-source-out), and once
 per GPU die with all of its rows left out (leave-one-die-out: what to expect of a GPU type
 known only from its specs). Writes, in the run directory, ``calibration.yaml``
 (per-GPU values and eta, with the data file, its SHA-256, the date, the rows and the errors)
 and ``calibrate.parquet`` (each row: measured, catalog, fitted and left-out predictions).
 GPU types without rows get their spec values moved by the fit's shared offsets, and by their
-die's deviations where another GPU type on the same die has rows (``_calibrate.transfer``).
+die's deviations where another GPU type on the same die has rows (``fit.calibrate.transfer``).
 The host's launch time per MoE layer (``training.moe_host_s``) is then fitted to the MoE
-runs on a grid, with its leave-one-source-out and leave-one-family-out error (``_launch_fit``).
+runs on a grid, with its leave-one-source-out and leave-one-family-out error (``fit.launch_fit``).
 ``calibrate.apply=true`` writes the values into the catalogs.
 """
 
@@ -32,12 +32,12 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 from rich.progress import track
 
-from .. import _calibrate as Cal
-from .. import _uncertainty as U
-from .._config import ConfigError, catalog_names, load_option
-from .._resources import CALIBRATION_RECORD, CONF_DIR
-from .._types import stack
-from ._launch_fit import fit_moe_host
+from ..config.resources import CALIBRATION_RECORD, CONF_DIR
+from ..config.schema import ConfigError, catalog_names, load_option
+from ..fit import calibrate as Cal
+from ..fit import uncertainty as U
+from ..fit.launch_fit import fit_moe_host
+from ..model.types import stack
 from .validate import place_rows, read_runs, run_validate, runs_path
 
 TRAINING_PRESETS = ("megatron", "modern")
@@ -173,7 +173,7 @@ COVERAGE_LEVELS = (0.5, 0.8, 0.9)
 
 def model_error(records: pd.DataFrame) -> dict:
     """The model's step-time error on runs it was not fitted to, per basis: weighted quantiles
-    of log(measured / predicted) at ``_uncertainty.LEVELS`` (sources weigh the same, as in the
+    of log(measured / predicted) at ``fit.uncertainty.LEVELS`` (sources weigh the same, as in the
     fit), and checks of their coverage on groups they were not taken from (``held_out_coverage``).
     ``coverage_loso``: each source's runs against the quantiles of every other source, the
     situation of a new source (the shipped quantiles come from all but it); ``coverage_two_fold``:
@@ -216,8 +216,8 @@ MOE_RUNS = ("runs_moe_dev.csv",)
 def moe_error(cfg: DictConfig) -> dict:
     """The model's step-time error for mixture-of-experts models: validate's predictions of the
     MoE runs, to which no efficiency is fitted (they are not calibration runs; only the launch
-    floor ``moe_host_s`` is, by ``_launch_fit``), with the catalogs as they stand when it runs;
-    quantiles at ``_uncertainty.LEVELS`` with every source weighing the same, and their coverage
+    floor ``moe_host_s`` is, by ``fit.launch_fit``), with the catalogs as they stand when it runs;
+    quantiles at ``fit.uncertainty.LEVELS`` with every source weighing the same, and their coverage
     of each source from the others' (``held_out_coverage``)."""
     df = pd.concat([run_validate(cfg, runs_path(f)) for f in MOE_RUNS], ignore_index=True)
     df = df[(df.predicted_iter_time_s > 0) & (df.measured_iter_time_s > 0)]

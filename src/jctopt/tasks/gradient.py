@@ -20,9 +20,9 @@ from omegaconf import DictConfig
 from rich.console import Console
 from rich.table import Table
 
-from .. import _gradient as G
-from .._config import ConfigError, to_config
-from .._jct import Reason, estimate
+from ..config.schema import ConfigError, to_config
+from ..job.jct import Reason, estimate
+from ..search import gradient as G
 from ._output import pyplot, save_plot
 
 

@@ -33,12 +33,20 @@ from optuna.trial import TrialState
 from rich.console import Console
 from rich.progress import Progress
 
-from .._config import PRECISION, ConfigError, is_mxfp8, to_config
-from .._engine import _stack, ckpt_arrays, recompute_tables, with_choices
-from .._jct import Reason, estimate_batch
-from .._schedules import SCHEDULES
-from .._space import OPTIMAL, _ckpt_values, build_space, etp_axis, gpu_overrides, int_axis, schedule_axis
-from .._types import FabricSpec, GPUSpec, Layout
+from ..config.schema import PRECISION, ConfigError, is_mxfp8, to_config
+from ..job.jct import Reason, estimate_batch
+from ..model.schedules import SCHEDULES
+from ..model.types import FabricSpec, GPUSpec, Layout
+from ..search.engine import _stack, ckpt_arrays, recompute_tables, with_choices
+from ..search.space import (
+    OPTIMAL,
+    _ckpt_values,
+    build_space,
+    etp_axis,
+    gpu_overrides,
+    int_axis,
+    schedule_axis,
+)
 
 PENALTY = 1e30  # objective of a masked configuration (ranked below every real one)
 INT_AXES = ("n_gpus", "tp", "pp", "cp", "ep", "vpp", "micro_batch")
@@ -83,7 +91,7 @@ class Evaluator:
         gb = dp * col["micro_batch"] * col["accum"] if "accum" in col else np.full(len(pad), self.global_batch)
         ckpt_auto, ckpt_s = ckpt_arrays([math.nan if c == OPTIMAL else float(c) for c in col["ckpt_interval_s"]],
                                         jnp.float64)
-        etp = np.where(col["etp"] == 0, col["tp"], col["etp"])  # 0: as tp (_space.etp_axis)
+        etp = np.where(col["etp"] == 0, col["tp"], col["etp"])  # 0: as tp (search.space.etp_axis)
         batch = jax.tree.map(lambda x: jnp.broadcast_to(x, (len(pad),)), self.base)
         cfg = with_choices(
             batch, jax.tree.map(lambda a: a[gi], self.gpu), jax.tree.map(lambda a: a[fi], self.fabric),

@@ -18,10 +18,10 @@ from omegaconf import DictConfig
 from rich.console import Console
 from rich.table import Table
 
-from .._config import ConfigError, as_dict, load_option
-from .._search import configured, search
+from ..config.schema import ConfigError, as_dict, load_option
+from ..fit.risk import p_cheaper, with_job_risk
+from ..search.grid import configured, search
 from ._output import LAYOUT_COLUMNS, json_row, layout_label, pyplot, save_plot
-from ._risk import p_cheaper, with_job_risk
 
 OUTPUT_COLUMNS = ["jct_s", "days", "cost_usd", "gpu_hours", "price_per_gpu_hour", "energy_kwh", "energy_usd",
                   "mfu", "efficiency", "n_failures"]

@@ -32,11 +32,11 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from .._config import ConfigError
-from .._engine import build, chunks_for_process, reduce_rows
-from .._jct import Reason
-from .._resources import why_unwritable
-from ._risk import with_job_risk, with_step_interval
+from ..config.resources import why_unwritable
+from ..config.schema import ConfigError
+from ..fit.risk import with_job_risk, with_step_interval
+from ..job.jct import Reason
+from ..search.engine import build, chunks_for_process, reduce_rows
 
 REDUCTIONS = ("top_k", "pareto", "best_per_group")
 # Settings that change how a sweep runs but not what it computes (excluded from the fingerprint).

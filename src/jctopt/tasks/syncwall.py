@@ -19,13 +19,13 @@ from omegaconf import DictConfig
 from rich.console import Console
 from rich.table import Table
 
-from .. import _compute as C
-from .. import _hybrid as Hy
-from .._config import ConfigError, to_config
-from .._search import configured, search
-from .._space import int_axis
+from ..config.schema import ConfigError, to_config
+from ..fit.risk import with_job_risk
+from ..model import compute as C
+from ..model import hybrid as Hy
+from ..search.grid import configured, search
+from ..search.space import int_axis
 from ._output import pyplot, save_plot
-from ._risk import with_job_risk
 
 CURVE = ["family", "gpu", "fabric"]
 PURE_DP = dict(space__tp=[1], space__pp=[1], space__cp=[1], space__ep=[1], space__vpp=[1])
@@ -35,7 +35,7 @@ def dense_twin(cfg: DictConfig) -> DictConfig:
     """``cfg`` with its MoE model replaced by the dense model of the same active size: the same
     attention (and Mamba-2 mixers), layers and vocabulary, and in every MLP layer (a hybrid's
     ``E`` layers become ``-``) a dense MLP holding the weights a token passes through in the
-    average MLP layer (_compute.mlp_params_per_token: top_k routed and the shared experts, a
+    average MLP layer (model.compute.mlp_params_per_token: top_k routed and the shared experts, a
     LatentMoE's projections, ffn_hidden in a leading dense layer). Same FLOPs per token but the
     router's; no all-to-all, no expert weights."""
     m = cfg.model
@@ -91,7 +91,7 @@ def run_syncwall(cfg: DictConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
     points = pd.concat(parts, ignore_index=True)
     points["gpu"], points["fabric"] = points.gpu.astype(str), points.fabric.astype(str)
     points = points.sort_values(CURVE + ["n_gpus"], ignore_index=True)
-    if not points.empty:  # each point's interval at job.confidence (_risk)
+    if not points.empty:  # each point's interval at job.confidence (fit.risk)
         points = with_job_risk(cfg, points)
     points["days"] = points.jct_s / 86400.0
     points["marginal_eff"] = np.nan

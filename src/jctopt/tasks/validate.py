@@ -23,19 +23,42 @@ import pandas as pd
 from omegaconf import DictConfig
 from rich.console import Console
 
-from .._compute import dense_peak_tflops
-from .._config import PRECISION, RECOMPUTE as RECOMPUTE_LEVEL, ConfigError, load_option, to_config
-from .._hybrid import pattern_counts
-from .._jct import STEP_PARTS, Reason, estimate, estimate_batch, unmasked_step
-from .._resources import validation_file
-from .._types import stack
-from .._uncertainty import step_interval
-from ._catalog_models import (architecture_cells, catalog_model, hybrid_keys, hybrid_layers, hybrid_mamba, latent_size,
-                              sliding_window)
-from ._risk import check_confidence, error_basis, log_quantiles
-from ._spellings import (COUNT_UNITS, MAX_NIC_GBIT, NO_FABRIC, RECOMPUTE, RECOMPUTE_ON,
-                         RowError, attention_kind, free_text_fabric, notes_setting, notes_switch, pax_remat,
-                         recompute_mode, recompute_modules, row_gpu, row_precision, word_value)
+from ..config.resources import validation_file
+from ..config.schema import PRECISION, ConfigError, load_option, to_config
+from ..config.schema import RECOMPUTE as RECOMPUTE_LEVEL
+from ..fit.risk import check_confidence, error_basis, log_quantiles
+from ..fit.uncertainty import step_interval
+from ..job.jct import STEP_PARTS, Reason, estimate, estimate_batch, unmasked_step
+from ..model.compute import dense_peak_tflops
+from ..model.hybrid import pattern_counts
+from ..model.types import stack
+from ..runs.catalog_models import (
+    architecture_cells,
+    catalog_model,
+    hybrid_keys,
+    hybrid_layers,
+    hybrid_mamba,
+    latent_size,
+    sliding_window,
+)
+from ..runs.spellings import (
+    COUNT_UNITS,
+    MAX_NIC_GBIT,
+    NO_FABRIC,
+    RECOMPUTE,
+    RECOMPUTE_ON,
+    RowError,
+    attention_kind,
+    free_text_fabric,
+    notes_setting,
+    notes_switch,
+    pax_remat,
+    recompute_mode,
+    recompute_modules,
+    row_gpu,
+    row_precision,
+    word_value,
+)
 from ._output import pyplot, save_plot
 
 DEFAULT_RUNS = "runs_dev.csv"  # shipped with the package (jctopt/data/validation/)
@@ -316,7 +339,7 @@ def _moe_dispatch(row) -> tuple[bool, bool, bool]:
 def _padded_capacity(row) -> float | None:
     """The capacity factor every expert's input is padded to, where the notes name Megatron-Core's
     ``moe_expert_capacity_factor`` together with ``moe_pad_expert_input_to_capacity=True``: the
-    busiest rank's excess (_experts.busiest_rank_tokens). None otherwise (forced or natural
+    busiest rank's excess (model.experts.busiest_rank_tokens). None otherwise (forced or natural
     balance: the training preset's, 1.0 for benchmark rows that force it)."""
     notes = str(row.get("notes", ""))
     factor = re.search(r"moe_expert_capacity_factor\W*([0-9]*\.?[0-9]+)", notes)
@@ -348,7 +371,7 @@ def _a2a_overlap_recipe(row) -> bool | None:
 
 
 def _moe_layers_graphed(row) -> bool:
-    """Whether CUDA graphs take the MoE layers' launches off the host (_host): a full-iteration
+    """Whether CUDA graphs take the MoE layers' launches off the host (model.host): a full-iteration
     graph; graphs over token-dropping layers, whose shapes are static (a dropless layer's token
     counts change every step; Megatron-Bridge's CUDA-graph guide: graphs need static shapes)."""
     notes = str(row.get("notes", ""))
@@ -365,7 +388,7 @@ def _moe_layers_graphed(row) -> bool:
 # @067f987df0, the same shape in BF16, moe_router + moe_preprocess graphs: 24.71 s a step with
 # the GPU busy 22.82 s of it, 2026-07-25; the model prices that run's GPU at 23.1 s and, with the
 # eager launch floor, 30.2 s a step) but for the launches after each dispatch's sync, which
-# HybridEP keeps (``moe_router_graphed``, _host: 27.0 s; 1.9 s of the measured step is idle, the
+# HybridEP keeps (``moe_router_graphed``, model.host: 27.0 s; 1.9 s of the measured step is idle, the
 # model's sync 3.8 s).
 # The scope as a config prints it (cuda_graph_scope=['attn', 'moe_router']) or as Megatron's
 # flag takes it (--cuda-graph-scope attn moe_router moe_preprocess).
@@ -397,7 +420,7 @@ def _tp_overlap(row, year: int, torchtitan: bool) -> tuple[bool, bool]:
     reduce-scatter between the GEMMs, exposed, unless async TP is on (torch.compile's
     micro-pipelining pass, ``enable_async_tensor_parallel``), which the notes name
     ("AsyncTP", "Async TP"; the asyncTP benchmark's rows say "vanilla TP" or "async TP").
-    The first switch also hides interleaved PP sends (_jct); every torchtitan row with a
+    The first switch also hides interleaved PP sends (job.jct); every torchtitan row with a
     pipeline names async TP, so none runs torchtitan's PP with its sends exposed. A row whose
     notes turn the overlaps off (_overlaps_disabled) pipelines nothing."""
     if _overlaps_disabled(row):
@@ -451,7 +474,7 @@ POWER_LIMIT = re.compile(r"\b(\d{3,4}) ?W (?:power )?(?:limit|cap)\b"
 
 def _stated_hardware(cfg: DictConfig, row: dict) -> None:
     """Hardware the row states apart from the catalog GPU: a GH200 with HBM3e in its gpu cell,
-    and in its notes a board power limit below TDP (POWER_LIMIT: _power) and the HBM
+    and in its notes a board power limit below TDP (POWER_LIMIT: model.power) and the HBM
     ("96GB HBM2e (2.4 TB/s)"), as Meta's Grand Teton H100s that torchtitan benchmarks on."""
     if cfg.gpu.name == "gh200" and GH200_HBM3E.search(str(row.get("gpu", ""))):
         cfg.gpu.hbm_gb, cfg.gpu.hbm_tbps = 141.0, 4.8
@@ -605,9 +628,9 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     m.tied_embeddings, m.learned_positions = not glu, not glu
     if hybrid:
         _hybrid_model(m, row, hybrid)
-    # A catalog MoE's latent expert width (_latent): no runs column states it.
+    # A catalog MoE's latent expert width (model.latent): no runs column states it.
     m.moe_latent_size = latent_size(key) if key is not None and m.n_experts > 1 else 0
-    # A catalog model's sliding window (_window), on its share of the row's layers: no column states it.
+    # A catalog model's sliding window (model.window), on its share of the row's layers: no column states it.
     window, share = sliding_window(key) if key is not None and not hybrid else (0, 0.0)
     m.attention_window, m.window_layers = window, round(share * layers) if window else 0
 
@@ -633,7 +656,7 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     lay.vpp = _int(row, "vpp", used, rule=2 if interleaved or lay.schedule == "zb_v" else 1)
     # Expert tensor parallelism: blank is tp, Megatron-Core's default for
     # --expert-tensor-parallel-size; etp 1 at tp > 1 keeps experts whole and lets EP span the
-    # TP ranks (MoE parallel folding, _experts).
+    # TP ranks (MoE parallel folding, model.experts).
     lay.etp = None if m.n_experts == 1 or _blank(row.get("etp")) else _int(row, "etp", [])
     stage_ranks = lay.n_gpus // lay.pp  # tp x cp x dp
     if m.n_experts > 1 and lay.etp is None and stage_ranks % (lay.tp * lay.ep) and stage_ranks % lay.ep == 0:
@@ -691,7 +714,7 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     # the strategy of the 2024 FSDP blog), full before (DeepSpeed ZeRO-3, 2021).
     # ZeRO-3 on a Megatron-Core stack (NeMo, Megatron-Bridge), or where the notes turn on
     # use_megatron_fsdp, is Megatron-FSDP: sharded over the whole data-parallel group, its
-    # collectives prefetched (_megatron_fsdp).
+    # collectives prefetched (model.megatron_fsdp).
     tr.megatron_fsdp = tr.zero_stage >= 3 and (_megatron_core_stack(row) or _megatron_fsdp_switch(row))
     named = _hybrid_shard(row, year)
     tr.hybrid_shard = named if named is not None else (year >= 2024 and not _fsdp_native(row)
@@ -703,7 +726,7 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     # the layer's weight matrices (QKV, output, MLP in and out, a GLU gate); biases and norms
     # stay whole under stage3_param_persistence_threshold.
     tr.zero3_collectives_per_layer = 1 if year >= 2022 else 4 + int(cfg.model.glu)
-    # DeepSpeed's ZeRO-3 also gathers the weights again for a recomputed forward (_zero3_gathers).
+    # DeepSpeed's ZeRO-3 also gathers the weights again for a recomputed forward (model.zero3_gathers).
     tr.zero3_regather = year < 2022
     tr.dp_overlap = year >= 2023 and not _overlaps_disabled(row)
     tr.ep_comm_overlap, tr.ep_two_hop, named = _moe_dispatch(row)
@@ -727,13 +750,13 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     # 2024-12 benchmarks' train.py @9dec370; again from bbb1b61, 2025-04-02).
     if torchtitan and (year < 2025 or not tr.fused_elementwise):  # compile off: _eager_elementwise
         tr.logit_bytes = 12.0
-    # Dropout, whose masks the memory model keeps (_memory): Megatron-LM's 0.1 default in the
+    # Dropout, whose masks the memory model keeps (model.memory): Megatron-LM's 0.1 default in the
     # GPT-3-era papers and DeepSpeed's Megatron GPT, before 2023; LLaMA-era recipes train without.
     tr.dropout = year < 2023
     return cfg, used
 
 
-# Rows whose elementwise operators ran as eager PyTorch kernels (_eager): torchtitan rows whose
+# Rows whose elementwise operators ran as eager PyTorch kernels (model.eager): torchtitan rows whose
 # notes say torch.compile was off, and the PyTorch FSDP blog's runs, made with IBM's fms-fsdp
 # (its scripts/7b.sh and 34b.sh @2fdced76: --use_torch_compile=False).
 EAGER_NOTES = re.compile(r"compile\s*(=\s*(no|false)\b|off\b)", re.IGNORECASE)
@@ -747,7 +770,7 @@ LAYER_SAC_NOTES = re.compile(r"selective[ _-]?layer|selective_ac_option\s*=?\s*[
 
 
 def _per_op_sac(row: dict, torchtitan: bool) -> bool:
-    """Whether a selective-recompute row ran torchtitan's per-op policy (_sac): a torchtitan row
+    """Whether a selective-recompute row ran torchtitan's per-op policy (model.sac): a torchtitan row
     whose notes do not name its layer-level policy, which is read as Megatron's selective
     recompute (its every-N-th-layer recompute is not modelled apart)."""
     return torchtitan and not LAYER_SAC_NOTES.search(f"{row.get('notes', '')} {row.get('recompute', '')}")
@@ -807,7 +830,7 @@ def _with_catalog_architecture(row: dict, key: str | None, used: list[str]) -> d
 
 
 def _hybrid_model(m: DictConfig, row: dict, hybrid) -> None:
-    """A catalog hybrid's layer pattern and Mamba-2 shape (_hybrid, _mamba): no runs column states
+    """A catalog hybrid's layer pattern and Mamba-2 shape (model.hybrid, model.mamba): no runs column states
     them, so a row's layer count must be the catalog's."""
     if m.n_layers != hybrid["n_layers"]:
         raise RowError(f"layers={row.get('layers')!r}: {row.get('model')!r} is a hybrid Mamba-2 model whose "
@@ -1124,7 +1147,7 @@ def _least_recompute_that_fits(rc: DictConfig):
     """The row's model config with the least recompute that fits in memory: none (where the
     cell is blank; selective where it says recompute was on), selective, then whole-layer
     recompute of the fewest layers per stage (Megatron's block method,
-    ``_compute.full_recompute_share``), up to full; the first of these when nothing fits."""
+    ``model.compute.full_recompute_share``), up to full; the first of these when nothing fits."""
     def fits(config):
         return _reason(config) != Reason.MEMORY
 
@@ -1194,7 +1217,7 @@ def run_validate(cfg: DictConfig, runs: Path) -> pd.DataFrame:
             if reasons[j] != "OK":
                 df.loc[i, "model_reason"] = reasons[j]
     # The central interval at job.confidence of each prediction, from the model's left-out error
-    # for what it rests on (_risk: the GPU type's own rows or its specs, or the MoE runs).
+    # for what it rests on (fit.risk: the GPU type's own rows or its specs, or the MoE runs).
     df["predicted_lo_s"] = df["predicted_hi_s"] = np.nan
     bases = pd.Series([error_basis(g, m) for g, m in zip(df.gpu.astype(str), df.moe)], index=df.index)
     df = df.drop(columns="moe")

@@ -1,0 +1,141 @@
+"""Intervals and deadline probabilities for the tasks' result tables (``fit.uncertainty`` on rows).
+
+The model error a row gets depends on what its prediction rests on: ``rows`` where the GPU
+type's values were fitted to its own measured runs, ``specs`` otherwise (the calibration
+record's ``gpu.<name>.from``), and ``moe`` for any mixture-of-experts model: the error on the
+MoE runs, to which no efficiency is fitted (only the launch floor; ``calibrate.moe_error``).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import numpy as np
+import pandas as pd
+from omegaconf import OmegaConf
+
+from ..config.resources import CALIBRATION_RECORD
+from ..config.schema import ConfigError
+from . import uncertainty as U
+
+# Columns of an estimate row the failure law needs (Estimate fields, SI units).
+NEEDED = ("gpu", "step_s", "steps", "ckpt_interval_s", "ckpt_write_s", "restart_s", "mtbf_s", "jct_s")
+_CHUNK = 4096
+
+
+@functools.cache
+def _record() -> dict:
+    if not CALIBRATION_RECORD.is_file():
+        raise ConfigError(f"{CALIBRATION_RECORD} is missing: run `jctopt task=calibrate calibrate.apply=true`")
+    record = OmegaConf.to_container(OmegaConf.load(CALIBRATION_RECORD))
+    if "model_error" not in record or list(record["model_error"].get("levels", [])) != list(U.LEVELS):
+        raise ConfigError(f"{CALIBRATION_RECORD} has no model_error at levels {U.LEVELS}: rerun "
+                          "`jctopt task=calibrate calibrate.apply=true`")
+    return record
+
+
+def error_basis(gpu: str, moe: bool = False) -> str:
+    """``moe`` for a mixture-of-experts model where the record holds the MoE runs' error; else
+    ``rows`` where the catalog's values for ``gpu`` were fitted to its own runs, else ``specs``."""
+    if moe and "moe" in _record()["model_error"]:
+        return "moe"
+    origin = _record()["gpu"].get(str(gpu), {}).get("from", "specs")
+    return "rows" if origin == "rows" else "specs"
+
+
+def log_quantiles(basis: str) -> list[float]:
+    """The stored error quantiles of ``basis``; a record without them (a calibration on one
+    source or one die has no left-out predictions) is a ConfigError, not a guess."""
+    error = _record()["model_error"]
+    if basis not in error:
+        raise ConfigError(f"{CALIBRATION_RECORD}: model_error has no '{basis}' basis (its calibration could not "
+                          "leave a source or a die out); calibrate on runs from several sources and GPU dies")
+    return error[basis]["log_quantiles"]
+
+
+def check_confidence(confidence) -> float:
+    if not (isinstance(confidence, (int, float)) and not isinstance(confidence, bool) and 0.0 < confidence < 1.0):
+        raise ConfigError(f"job.confidence={confidence!r} is not allowed: a probability strictly between 0 and 1")
+    return float(confidence)
+
+
+_cdf = jax.jit(U.jct_cdf)
+_quantile = jax.jit(U.jct_quantile)
+
+
+def with_risk(rows: pd.DataFrame, confidence: float, deadline_s: float, init_s: float,
+              moe: bool = False) -> pd.DataFrame:
+    """``rows`` (estimates with the NEEDED columns) with, at ``confidence``: ``step_lo_s`` /
+    ``step_hi_s`` (model error), ``jct_lo_s`` / ``jct_hi_s`` (model error and failures
+    combined), ``p_deadline`` = P(JCT <= deadline_s), and ``error_basis``. Infeasible rows
+    (infinite JCT) get NaN intervals and probability 0."""
+    confidence = check_confidence(confidence)
+    missing = sorted(set(NEEDED) - set(rows.columns))
+    if missing:
+        raise ValueError(f"rows lack columns {missing} for intervals")
+    out = rows.copy()
+    for col in ("step_lo_s", "step_hi_s", "jct_lo_s", "jct_hi_s", "p_deadline"):
+        out[col] = np.nan
+    basis = np.asarray([error_basis(g, moe) for g in out.gpu.astype(str)], dtype=object)
+    out["error_basis"] = [f"{b}, dense runs (no MoE error recorded)" if moe and b != "moe" else b for b in basis]
+    ok = np.isfinite(out.jct_s.to_numpy(float))
+    out.loc[~ok, "p_deadline"] = 0.0
+    levels = [(1.0 - confidence) / 2.0, (1.0 + confidence) / 2.0]
+    for b in np.unique(basis):
+        idx = np.flatnonzero(ok & (basis == b))
+        if idx.size == 0:
+            continue
+        quantiles = log_quantiles(b)
+        k = U.error_multipliers(quantiles)
+        step = out.step_s.to_numpy(float)[idx]
+        lo, hi = U.step_interval(step, quantiles, confidence)
+        out.loc[out.index[idx], "step_lo_s"] = lo
+        out.loc[out.index[idx], "step_hi_s"] = hi
+        for start in range(0, idx.size, _CHUNK):
+            part = idx[start:start + _CHUNK]
+            r = out.iloc[part]
+            # Padded to a power of two (repeating the last row): few shapes, few compilations.
+            size = max(16, 1 << (len(part) - 1).bit_length())
+            args = [np.pad(a, (0, size - len(part)), mode="edge") for a in (
+                r.steps.to_numpy(float) * r.step_s.to_numpy(float), r.ckpt_interval_s.to_numpy(float),
+                r.ckpt_write_s.to_numpy(float), r.restart_s.to_numpy(float), r.mtbf_s.to_numpy(float),
+                np.full(len(part), float(init_s)))]
+            q = np.asarray(_quantile(np.asarray(levels)[:, None], *(a[None, :] for a in args), k))[:, :len(part)]
+            out.loc[out.index[part], "jct_lo_s"] = q[0]
+            out.loc[out.index[part], "jct_hi_s"] = q[1]
+            p = np.asarray(_cdf(np.full(size, float(deadline_s)), *args, k))[:len(part)]
+            out.loc[out.index[part], "p_deadline"] = p
+    return out
+
+
+def with_step_interval(rows: pd.DataFrame, confidence: float, moe: bool = False) -> pd.DataFrame:
+    """``rows`` with ``step_lo_s`` / ``step_hi_s``, the model-error interval of the step time at
+    ``confidence`` (a product per row: cheap enough for every row a sweep keeps, where the JCT
+    law's quantiles, 0.9 ms a row, are not). NaN where the step time is not finite."""
+    confidence = check_confidence(confidence)
+    out = rows.copy()
+    step = out.step_s.to_numpy(float)
+    lo, hi = np.full(len(out), np.nan), np.full(len(out), np.nan)
+    gpus = out.gpu.astype(str).to_numpy()
+    for gpu in np.unique(gpus):
+        at = (gpus == gpu) & np.isfinite(step)
+        lo[at], hi[at] = U.step_interval(step[at], log_quantiles(error_basis(gpu, moe)), confidence)
+    out["step_lo_s"], out["step_hi_s"] = lo, hi
+    return out
+
+
+def with_job_risk(cfg, rows: pd.DataFrame) -> pd.DataFrame:
+    """``with_risk`` at the composed job's confidence, deadline and start-up, for its model."""
+    return with_risk(rows, cfg.job.confidence, 86400.0 * float(cfg.job.deadline_days), cfg.cluster.init_s,
+                     moe=cfg.model.n_experts > 1)
+
+
+def p_cheaper(cost_a: float, gpu_a: str, cost_b: float, gpu_b: str, moe: bool = False) -> float:
+    """P(a's true cost < b's) when each predicted cost is off by its GPU type's model error,
+    independently (a conservative reading: errors common to both cancel in reality). Costs
+    scale with the step time; over the equiprobable multipliers, ties count half."""
+    ka = cost_a * U.error_multipliers(log_quantiles(error_basis(gpu_a, moe)))
+    kb = cost_b * U.error_multipliers(log_quantiles(error_basis(gpu_b, moe)))
+    diff = ka[:, None] - kb[None, :]
+    return float(np.mean((diff < 0) + 0.5 * (diff == 0)))
