@@ -7,7 +7,7 @@ import pytest
 from jctopt.config.schema import CONF_DIR, ConfigError
 from jctopt.job.jct import Reason, estimate
 from jctopt.model import compute as C
-from jctopt.tasks import validate
+from jctopt.runs import defaults as runs_defaults
 
 # Llama 3 70B with ZeRO-3 and full recompute on one 8-GPU node, 4 sequences per micro-batch.
 NODE = ("model=llama3_70b", "layout.n_gpus=8", "layout.tp=1", "layout.pp=1", "training.micro_batch=4",
@@ -73,4 +73,4 @@ def test_mi350x_is_the_mi355x_die_at_its_lower_clock(config):
 @pytest.mark.parametrize("gpu", sorted(p.stem for p in (CONF_DIR / "gpu").glob("*.yaml")))
 def test_every_catalog_gpu_has_a_reference_fabric(gpu):
     """validate gives a row without an inter_node cell its GPU's reference fabric."""
-    assert (CONF_DIR / "fabric" / f"{validate.REFERENCE_FABRIC[gpu]}.yaml").is_file()
+    assert (CONF_DIR / "fabric" / f"{runs_defaults.REFERENCE_FABRIC[gpu]}.yaml").is_file()

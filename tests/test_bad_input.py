@@ -68,22 +68,22 @@ def _write(path, kind):
     ("binary", "not a CSV file"), ("no precision column", "missing columns precision"),
 ])
 def test_validate_names_what_is_wrong_with_a_whole_file(compose, tmp_path, kind, message):
-    from jctopt.tasks import validate
+    from jctopt.runs import predict as runs_predict
 
     path = _write(tmp_path / "runs.csv", kind)
     with pytest.raises(jctopt.ConfigError, match=f"validate.runs=.*{message}"):
-        validate.run_validate(compose("task=validate"), path)
+        runs_predict.run_validate(compose("task=validate"), path)
 
 
 def test_validate_reads_column_names_in_any_case(compose, tmp_path):
-    from jctopt.tasks import validate
+    from jctopt.runs import predict as runs_predict
 
     table = _runs_head()
     table.to_csv(tmp_path / "good.csv", index=False)
     table.rename(columns={"num_gpus": "Num GPUs", "tp": " TP", "measured_iter_time_s": "Measured_Iter_Time_S"}).to_csv(
         tmp_path / "shouted.csv", index=False)
-    good = validate.run_validate(compose("task=validate"), tmp_path / "good.csv")
-    shouted = validate.run_validate(compose("task=validate"), tmp_path / "shouted.csv")
+    good = runs_predict.run_validate(compose("task=validate"), tmp_path / "good.csv")
+    shouted = runs_predict.run_validate(compose("task=validate"), tmp_path / "shouted.csv")
     assert shouted.predicted_iter_time_s.notna().sum() == good.predicted_iter_time_s.notna().sum() > 0
     assert shouted.predicted_iter_time_s.tolist() == pytest.approx(good.predicted_iter_time_s.tolist(), rel=1e-12,
                                                                    nan_ok=True)
@@ -91,15 +91,15 @@ def test_validate_reads_column_names_in_any_case(compose, tmp_path):
 
 @pytest.mark.parametrize("column", ["num_gpus", "tp", "hidden", "measured_iter_time_s"])
 def test_validate_text_in_a_numeric_column_costs_that_row_only(compose, tmp_path, column):
-    from jctopt.tasks import validate
+    from jctopt.runs import predict as runs_predict
 
     table = _runs_head()
     table.to_csv(tmp_path / "good.csv", index=False)
-    good = validate.run_validate(compose("task=validate"), tmp_path / "good.csv")
+    good = runs_predict.run_validate(compose("task=validate"), tmp_path / "good.csv")
     table[column] = table[column].astype(object)
     table.loc[1, column] = "lots"
     table.to_csv(tmp_path / "bad.csv", index=False)
-    df = validate.run_validate(compose("task=validate"), tmp_path / "bad.csv")
+    df = runs_predict.run_validate(compose("task=validate"), tmp_path / "bad.csv")
     assert len(df) == len(table)
     others = df.index != 1
     assert df.loc[others, "predicted_iter_time_s"].tolist() == pytest.approx(
@@ -227,14 +227,15 @@ def test_blank_cells_read_as_nan_take_their_documented_defaults(compose):
     import pandas as pd
 
     from jctopt.config.resources import validation_file
-    from jctopt.tasks import validate
+    from jctopt.runs import defaults as runs_defaults
+    from jctopt.runs import row as runs_row
 
     row = pd.read_csv(validation_file("runs_moe_dev.csv")).iloc[0].to_dict()
     row.update(inter_node=float("nan"), attention=float("nan"), kv_lora_rank=float("nan"))
-    cfg, used = validate.row_config(compose("task=validate"), dict(row, model="An MoE of our own"))
-    assert cfg.fabric.name == validate.REFERENCE_FABRIC[cfg.gpu.name] and "inter_node" in used
+    cfg, used = runs_row.row_config(compose("task=validate"), dict(row, model="An MoE of our own"))
+    assert cfg.fabric.name == runs_defaults.REFERENCE_FABRIC[cfg.gpu.name] and "inter_node" in used
     assert cfg.model.kv_lora_rank == 0  # GQA
-    named, used = validate.row_config(compose("task=validate"), row)  # "DeepSeekV3": the catalog's MLA
+    named, used = runs_row.row_config(compose("task=validate"), row)  # "DeepSeekV3": the catalog's MLA
     assert named.model.kv_lora_rank == 512 and "architecture" in used
 
 

@@ -10,8 +10,8 @@ from omegaconf import OmegaConf
 
 import jctopt
 from jctopt.config.resources import validation_file
+from jctopt.runs import predict as runs_predict
 from jctopt.search.space import build_space
-from jctopt.tasks import validate
 
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 # Two dense rows and two mixture-of-experts rows (the MoE and MLA columns of runs_moe_dev.csv).
@@ -42,7 +42,7 @@ def test_validate_on_a_malformed_file_names_the_file_or_the_row(validate_cfg, tm
     path = tmp_path_factory.mktemp("runs") / "runs.csv"
     table.drop(columns=drop).to_csv(path, index=False)
     try:
-        df = validate.run_validate(validate_cfg, path)
+        df = runs_predict.run_validate(validate_cfg, path)
     except jctopt.ConfigError as err:
         assert str(err).startswith("validate.runs=")  # a whole-file problem names the key
         event("whole file refused")

@@ -225,7 +225,7 @@ def test_gb300_gemm_spec_reproduces_the_measured_gb300_over_gb200_step_ratio(com
     import pandas as pd
 
     import jctopt
-    from jctopt.tasks import validate
+    from jctopt.runs import place as runs_place
 
     spec = OmegaConf.load(calibrate.CALIBRATION_RECORD).spec.gpu
     for key in ("matmul_eff", "fp8_matmul_eff"):
@@ -238,7 +238,7 @@ def test_gb300_gemm_spec_reproduces_the_measured_gb300_over_gb200_step_ratio(com
 
     def step(row, suffix):
         row = {k[: -len(suffix)] if k.endswith(suffix) else k: v for k, v in row.items()}
-        config, _, _ = validate._place(base, row)
+        config, _, _ = runs_place._place(base, row)
         return float(jctopt.estimate(config).step_s)
 
     measured, modelled = [], []

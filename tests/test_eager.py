@@ -4,7 +4,7 @@ import pytest
 
 from jctopt.model import compute as C
 from jctopt.model import eager as Ea
-from jctopt.tasks import validate
+from jctopt.runs import notes as runs_notes
 
 
 def _llama3_8b(config, *extra):
@@ -49,4 +49,4 @@ def test_layer_elementwise_time_grows_by_the_extra_bytes_at_hbm_rate(config):
     ({"source": "NeMo 24.07 performance_summary.md", "notes": "compile=no"}, False),
 ])
 def test_rows_run_eager_where_their_stack_did(row, eager):
-    assert validate._eager_elementwise(row) is eager
+    assert runs_notes._eager_elementwise(row) is eager

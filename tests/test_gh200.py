@@ -5,7 +5,7 @@ import pytest
 
 from jctopt.config.schema import ConfigError, to_config
 from jctopt.job.jct import estimate
-from jctopt.tasks import validate
+from jctopt.runs import row as runs_row
 
 # Llama 3 8B on 16 nodes, data parallelism with the distributed optimizer.
 RUN = ("model=llama3_8b", "layout.n_gpus=64", "layout.tp=1", "layout.pp=1", "training.micro_batch=1",
@@ -42,7 +42,7 @@ def test_estimate_is_finite_and_feasible(config):
 
 
 def test_validate_places_a_gh200_row_on_its_reference_system(compose):
-    cfg, used = validate.row_config(compose("task=validate"), dict(ROW, gpu="NVIDIA GH200 96GB"))
+    cfg, used = runs_row.row_config(compose("task=validate"), dict(ROW, gpu="NVIDIA GH200 96GB"))
     assert cfg.gpu.name == "gh200" and cfg.fabric.name == "ib_ndr200"
     assert (cfg.cluster.gpus_per_node, cfg.cluster.nics_per_node) == (4, 4)
     assert {"gpus_per_node", "inter_node"} <= set(used)
@@ -53,5 +53,5 @@ def test_validate_places_a_gh200_row_on_its_reference_system(compose):
 def test_a_gh200_row_states_its_memory(compose, cell, hbm):
     """The 96 GB HBM3 part is the catalog's; a cell naming the 141/144 GB HBM3e one runs on its
     memory (ml-engineering's memory table: 141 GB at 4.80 TB/s)."""
-    cfg, _ = validate.row_config(compose("task=validate"), dict(ROW, gpu=cell))
+    cfg, _ = runs_row.row_config(compose("task=validate"), dict(ROW, gpu=cell))
     assert cfg.gpu.name == "gh200" and (cfg.gpu.hbm_gb, cfg.gpu.hbm_tbps) == hbm

@@ -10,7 +10,8 @@ from jctopt.job.jct import Reason, estimate, layout_checks
 from jctopt.model import compute as C
 from jctopt.model import hybrid as Hy
 from jctopt.model import mamba as Mb
-from jctopt.tasks import validate
+from jctopt.runs import place as runs_place
+from jctopt.runs import read as runs_read
 
 
 def _model(config, name, *extra):
@@ -146,8 +147,8 @@ def _nemotron_h_56b_step_s(compose, tmp_path, gpu, tp, mbs, measured_s):
                micro_batch=mbs, global_batch=384, seq_len=8192, measured_iter_time_s=measured_s,
                iter_time_kind="measured", notes="CUDA graphs on; fp8 current scaling")
     pd.DataFrame([row]).to_csv(tmp_path / f"{gpu}.csv", index=False)
-    placed = validate.read_runs(tmp_path / f"{gpu}.csv").iloc[0].to_dict()
-    cfg, _, _ = validate._place(compose("task=validate"), placed)
+    placed = runs_read.read_runs(tmp_path / f"{gpu}.csv").iloc[0].to_dict()
+    cfg, _, _ = runs_place._place(compose("task=validate"), placed)
     return float(estimate(cfg).step_s)
 
 

@@ -11,8 +11,8 @@ from jctopt.config.schema import ConfigError
 from jctopt.model import compute as C
 from jctopt.model import memory as Mem
 from jctopt.model import recompute_modules as Rm
+from jctopt.runs import row as runs_row
 from jctopt.runs.spellings import RowError, recompute_modules
-from jctopt.tasks import validate
 
 GBS, SEQ = 1024, 4096
 DSV3 = ("model=deepseek_v3", "gpu=gb200", "cluster=nvl72", "training=modern", "layout.n_gpus=256",
@@ -137,9 +137,9 @@ def test_a_row_takes_its_modules(compose):
     row = {"id": "r", "source": "Megatron-Bridge 26.04", "model": "DeepSeekV3", "gpu": "gb200", "precision": "MXFP8",
            "num_gpus": 256, "tp": 1, "pp": 16, "cp": 1, "ep": 16, "vpp": 1, "micro_batch": 1, "global_batch": 1024,
            "seq_len": 4096, "recompute": "selective:mla_up_proj"}
-    cfg, _ = validate.row_config(base, row)
+    cfg, _ = runs_row.row_config(base, row)
     assert list(cfg.training.recompute_modules) == ["mla_up_proj"]
-    cfg, _ = validate.row_config(base, dict(row, recompute="selective"))
+    cfg, _ = runs_row.row_config(base, dict(row, recompute="selective"))
     assert list(cfg.training.recompute_modules) == ["core_attn"]
 
 

@@ -10,7 +10,7 @@ from jctopt.model import compute as C
 from jctopt.model import memory as Mem
 from jctopt.model import recompute_modules as Rm
 from jctopt.model import sac as Sac
-from jctopt.tasks import validate
+from jctopt.runs import row as runs_row
 
 
 def _llama3_8b(config, *extra):
@@ -83,13 +83,13 @@ ROW = {"id": "r", "model": "Llama 3 8B", "layers": 32, "hidden": 4096, "ffn_hidd
     ("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md", "selective", "core_attention"),
 ])
 def test_torchtitan_rows_run_its_per_op_policy(compose, source, notes, policy):
-    cfg, _ = validate.row_config(compose("task=validate"), dict(ROW, source=source, notes=notes))
+    cfg, _ = runs_row.row_config(compose("task=validate"), dict(ROW, source=source, notes=notes))
     assert cfg.training.selective_ac == policy
 
 
 def test_rows_without_selective_recompute_keep_the_default(compose):
     row = dict(ROW, source="pytorch/torchtitan benchmarks/x.md", notes="full AC", recompute="full")
-    assert validate.row_config(compose("task=validate"), row)[0].training.selective_ac == "core_attention"
+    assert runs_row.row_config(compose("task=validate"), row)[0].training.selective_ac == "core_attention"
 
 
 @pytest.mark.parametrize("tp, per_token", [

@@ -9,7 +9,8 @@ from jctopt.model import attention as Attn
 from jctopt.model import comm as K
 from jctopt.model import compute as C
 from jctopt.model import memory as Mem
-from jctopt.tasks import validate
+from jctopt.runs import read as runs_read
+from jctopt.runs import row as runs_row
 
 # GPT-3 175B (s = 2048, h = 12288) on the default layout: tp 8, pp 16, dp 8 (conf/layout/gpt3_175b_1024.yaml).
 S, H = 2048, 12288
@@ -160,10 +161,10 @@ KORTHIKANTI_T4_MS = {(False, "none"): 19.6, (True, "none"): 19.0, (False, "full"
 def test_layer_time_matches_korthikanti_table_4(compose, sp, recompute):
     """The shipped model's per-layer compute + TP time within 6 % of the measured layer (with
     the backward all-reduces exposed it is 6-12 % over on all five)."""
-    runs = validate.read_runs(validate.runs_path(None))
+    runs = runs_read.read_runs(runs_read.runs_path(None))
     row = runs[runs.id == "korthikanti22_t5_22b_full_recompute"].iloc[0].to_dict()
     row.update(sp=int(sp), recompute=recompute)
-    cfg = to_config(validate.row_config(compose("task=validate"), row)[0])
+    cfg = to_config(runs_row.row_config(compose("task=validate"), row)[0])
     m, lay, t = cfg.model, cfg.layout, cfg.train
     assert float(t.micro_batch) == 4 and float(lay.tp) == 8 and float(t.tp_async_backward) == 1
     est = estimate(cfg)

@@ -7,7 +7,7 @@ from jctopt import ConfigError
 from jctopt.model import attention as A
 from jctopt.model import compute as C
 from jctopt.model import window as W
-from jctopt.tasks import validate
+from jctopt.runs import row as runs_row
 
 
 @pytest.mark.parametrize("window, seq, keys", [
@@ -72,7 +72,7 @@ def test_validate_takes_the_window_from_the_catalog(compose):
     row = {"id": "r", "source": "Megatron-Bridge docs/performance-summary.md, 26.08 NeMo Container",
            "model": "GPT OSS 120B", "gpu": "gb200", "precision": "BF16", "num_gpus": 64, "tp": 1, "pp": 1, "cp": 1,
            "ep": 64, "global_batch": 1280, "micro_batch": 4, "seq_len": 4096}
-    cfg, _ = validate.row_config(base, row)
+    cfg, _ = runs_row.row_config(base, row)
     assert (cfg.model.attention_window, cfg.model.window_layers) == (128, 18)
-    cfg, _ = validate.row_config(base, dict(row, model="Llama 3 70B", ep=1, tp=4, pp=4))
+    cfg, _ = runs_row.row_config(base, dict(row, model="Llama 3 70B", ep=1, tp=4, pp=4))
     assert (cfg.model.attention_window, cfg.model.window_layers) == (0, 0)

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from omegaconf import DictConfig
 
-from ..tasks.validate import read_runs, run_validate
+from ..runs import read_runs, run_validate
 
 GRID_S = tuple(round(0.0005 * i, 4) for i in range(31))  # 0 to 15 ms per MoE layer and micro-batch
 # Model families for leave-one-family-out, matched in the runs' `model` column; any other

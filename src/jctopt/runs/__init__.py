@@ -1,0 +1,11 @@
+"""Measured training runs: reading a runs CSV, turning each row into a model configuration,
+placing what the run left unstated, and predicting every row."""
+
+from .defaults import DEFAULTS, REFERENCE_FABRIC
+from .place import place_rows
+from .predict import run_validate
+from .read import read_runs, runs_path
+from .row import row_config
+from .spellings import RowError
+
+__all__ = ["DEFAULTS", "REFERENCE_FABRIC", "RowError", "place_rows", "read_runs", "row_config", "run_validate", "runs_path"]

@@ -38,7 +38,7 @@ from ..fit import calibrate as Cal
 from ..fit import uncertainty as U
 from ..fit.launch_fit import fit_moe_host
 from ..model.types import stack
-from .validate import place_rows, read_runs, run_validate, runs_path
+from ..runs import place_rows, read_runs, run_validate, runs_path
 
 TRAINING_PRESETS = ("megatron", "modern")
 # Errors reported: catalog (as shipped), fitted, leave-one-source-out, leave-one-die-out.
