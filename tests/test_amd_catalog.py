@@ -4,7 +4,8 @@ reference fabric for every GPU."""
 
 import pytest
 
-from jctopt.config.schema import CONF_DIR, ConfigError
+from jctopt.config import ConfigError
+from jctopt.config.resources import CONF_DIR
 from jctopt.job.jct import Reason, estimate
 from jctopt.model import compute as C
 from jctopt.runs import defaults as runs_defaults

@@ -242,7 +242,7 @@ def test_blank_cells_read_as_nan_take_their_documented_defaults(compose):
 @pytest.mark.parametrize("name", ["x" * 300, "../gpu/h100_sxm", "h100_sxm/../b200"])
 def test_a_catalog_name_is_looked_up_never_opened_as_a_path(name):
     """A long or path-like name (a shifted runs-file cell) is a ConfigError, not an OSError."""
-    from jctopt.config.schema import load_option
+    from jctopt.config import load_option
 
     with pytest.raises(jctopt.ConfigError, match=r"^gpu=.* is not allowed: one of a100_40gb"):
         load_option("gpu", name)

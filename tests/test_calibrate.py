@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
+from jctopt.config import load_option
 from jctopt.config.resources import validation_file
-from jctopt.config.schema import load_option
 from jctopt.fit import calibrate as Cal
 from jctopt.tasks import calibrate
 

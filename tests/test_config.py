@@ -9,8 +9,10 @@ from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError, ValidationError
 
 import jctopt
-from jctopt.config.schema import CONF_DIR, GPUConf, load_option
-from jctopt.model import compute as C
+from jctopt.config import load_option
+from jctopt.config.resources import CONF_DIR
+from jctopt.config.schema import GPUConf
+from jctopt.model import flops as Fl
 
 GROUPS = {g: sorted(p.stem for p in (CONF_DIR / g).glob("*.yaml")) for g in ("gpu", "fabric", "cluster", "model")}
 
@@ -120,5 +122,5 @@ def test_a_query_width_other_than_hidden_needs_its_head_dim(compose):
                                                  r"model.hidden=5120, or state model.head_dim"):
         jctopt.to_config(compose(*shape))
     cfg = jctopt.to_config(compose(*shape, "model.head_dim=128"))
-    assert float(C.attention_params(cfg.model)) == 5120 * (96 + 2 * 8) * 128 + 96 * 128 * 5120
+    assert float(Fl.attention_params(cfg.model)) == 5120 * (96 + 2 * 8) * 128 + 96 * 128 * 5120
     assert bool(jctopt.estimate(cfg).feasible)

@@ -4,6 +4,7 @@ import pytest
 
 from jctopt.model import compute as C
 from jctopt.model import eager as Ea
+from jctopt.model import flops as Fl
 from jctopt.runs import notes as runs_notes
 
 
@@ -17,7 +18,7 @@ def test_extra_bytes_of_llama3_8b_by_hand(config):
     SwiGLU 2 x 14,336 = 28,672, RoPE on 32 query and 8 key heads of 128: 16 x 40 x 128 = 81,920;
     372,736 bytes eager, none fused."""
     eager = _llama3_8b(config, "training.fused_elementwise=false")
-    extra = Ea.extra_forward_bytes_per_token(eager.model, eager.train, 1.0, 1.0, C.mlp_width_per_token(eager.model))
+    extra = Ea.extra_forward_bytes_per_token(eager.model, eager.train, 1.0, 1.0, Fl.mlp_width_per_token(eager.model))
     assert float(extra) == pytest.approx(2 * 32 * 4096 + 2 * 14336 + 16 * 40 * 128, rel=1e-12)
     fused = _llama3_8b(config)
     assert float(Ea.extra_forward_bytes_per_token(fused.model, fused.train, 1.0, 1.0, 14336.0)) == 0.0

@@ -4,7 +4,7 @@ import jax.numpy as jnp
 import pytest
 
 import jctopt
-from jctopt.model import compute as C
+from jctopt.model import flops as Fl
 from jctopt.model import memory as Mem
 
 # GPT-3 175B: L=96, h=12288, a=96, s=2048, V=51200; global batch B=1536 (Narayanan 2021 Sec. 5).
@@ -18,20 +18,20 @@ def _gpt3(config, *extra):
 def test_model_flops_korthikanti_eq7(config):
     cfg = _gpt3(config, "training.recompute=none")
     expected = 72 * B * S * L * H**2 * (1 + S / (6 * H) + V / (12 * L * H))  # = 3.3856e18
-    assert float(C.model_flops_per_step(cfg.model, cfg.train)) == pytest.approx(expected, rel=1e-3)
+    assert float(Fl.model_flops_per_step(cfg.model, cfg.train)) == pytest.approx(expected, rel=1e-3)
 
 
 def test_hardware_flops_full_recompute_narayanan_eq3(config):
     cfg = _gpt3(config, "training.recompute=full")
     expected = 96 * B * S * L * H**2 * (1 + S / (6 * H) + V / (16 * L * H))  # = 4.5110e18
-    assert float(C.hardware_flops_per_step(cfg.model, cfg.train)) == pytest.approx(expected, rel=1e-3)
+    assert float(Fl.hardware_flops_per_step(cfg.model, cfg.train)) == pytest.approx(expected, rel=1e-3)
 
 
 def test_gpt3_parameter_count(config):
     # Narayanan 2021 Sec. 5.1: P = 12 L h^2 (1 + 13/(12h) + (V+s)/(12 L h)) = 174.6 B
     cfg = _gpt3(config)
     expected = 12 * L * H**2 * (1 + 13 / (12 * H) + (V + S) / (12 * L * H))
-    assert float(C.total_params(cfg.model, cfg.train.seq_len)) == pytest.approx(expected, rel=2e-3)
+    assert float(Fl.total_params(cfg.model, cfg.train.seq_len)) == pytest.approx(expected, rel=2e-3)
 
 
 @pytest.mark.parametrize("model,billions", [("llama3_8b", 8.03), ("llama3_70b", 70.55), ("llama3_405b", 405.85),
@@ -40,7 +40,7 @@ def test_published_parameter_counts(config, model, billions):
     # Llama 3: released checkpoints 8.03 / 70.55 / 405.85 B; Mixtral 8x7B: 46.7 B (Jiang et al. 2024);
     # Llama 2: released checkpoints 6.74 / 68.98 B (Hugging Face model cards, "7B" / "70B").
     cfg = config(f"model={model}", "layout=single_node", "training.global_batch=8")
-    assert float(C.total_params(cfg.model, cfg.train.seq_len)) / 1e9 == pytest.approx(billions, rel=5e-3)
+    assert float(Fl.total_params(cfg.model, cfg.train.seq_len)) / 1e9 == pytest.approx(billions, rel=5e-3)
 
 
 def test_llama2_34b_parameter_count(config):
@@ -51,7 +51,7 @@ def test_llama2_34b_parameter_count(config):
     expected = 48 * layer + 2 * 32000 * 8192 + 8192
     assert expected == 33_743_970_304
     cfg = config("model=llama2_34b", "layout=single_node", "training.global_batch=8")
-    assert float(C.total_params(cfg.model, cfg.train.seq_len)) == pytest.approx(expected, rel=1e-6)
+    assert float(Fl.total_params(cfg.model, cfg.train.seq_len)) == pytest.approx(expected, rel=1e-6)
 
 
 def test_qwen3_32b_parameter_count_by_hand(config):
@@ -63,15 +63,15 @@ def test_qwen3_32b_parameter_count_by_hand(config):
     expected = 64 * layer + 2 * 151936 * 5120 + 5120
     assert expected == 32_762_106_880
     cfg = config("model=qwen3_32b", "layout=single_node", "training.global_batch=8")
-    assert float(C.total_params(cfg.model, cfg.train.seq_len)) == pytest.approx(expected, rel=1e-6)
+    assert float(Fl.total_params(cfg.model, cfg.train.seq_len)) == pytest.approx(expected, rel=1e-6)
 
 
 def _billions(config, model):
     """(total, non-embedding) parameters of catalog ``model``, in billions."""
     cfg = config(f"model={model}", "layout=single_node", "layout.tp=1", "training.global_batch=8")
     m, s = cfg.model, cfg.train.seq_len
-    total = float(C.total_params(m, s)) / 1e9
-    return total, total - float(C.embedding_params(m, s)) / 1e9
+    total = float(Fl.total_params(m, s)) / 1e9
+    return total, total - float(Fl.embedding_params(m, s)) / 1e9
 
 
 def _half_unit(printed):
@@ -201,7 +201,7 @@ def test_block_recompute_of_half_the_layers_by_hand(config):
     model = 72 * B * S * L * H**2 * (1 + S / (6 * H) + V / (12 * L * H))
     selective = model + B * L * 4 * S**2 * H  # the forward QK^T and AV again
     cfg = _block(_gpt3(config, "training.recompute=selective"), 0.5)
-    assert float(C.hardware_flops_per_step(cfg.model, cfg.train)) == pytest.approx((full + selective) / 2, rel=1e-3)
+    assert float(Fl.hardware_flops_per_step(cfg.model, cfg.train)) == pytest.approx((full + selective) / 2, rel=1e-3)
     act = _gpt3(config, "layout.tp=8", "layout.pp=1", "layout.n_gpus=8", "training.micro_batch=1",
                 "training.seq_parallel=true", "training.recompute=selective", "training.global_batch=1")
     stored, _ = Mem.activation_bytes_per_layer(act.model, act.layout, _block(act, 0.5).train)

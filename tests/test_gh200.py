@@ -3,7 +3,7 @@ MAMF, NVLink between the four, NDR200 InfiniBand out of the node."""
 
 import pytest
 
-from jctopt.config.schema import ConfigError, to_config
+from jctopt.config import ConfigError, to_config
 from jctopt.job.jct import estimate
 from jctopt.runs import row as runs_row
 

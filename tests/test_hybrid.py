@@ -5,9 +5,10 @@ import jax.numpy as jnp
 import pandas as pd
 import pytest
 
-from jctopt.config.schema import ConfigError
+from jctopt.config import ConfigError
 from jctopt.job.jct import Reason, estimate, layout_checks
 from jctopt.model import compute as C
+from jctopt.model import flops as Fl
 from jctopt.model import hybrid as Hy
 from jctopt.model import mamba as Mb
 from jctopt.runs import place as runs_place
@@ -174,7 +175,7 @@ def test_layer_pattern_sets_the_shares(config):
     # O 4096 x 4096), 24 squared-ReLU MLPs (2 x 4096 x 21504), a norm each.
     attention = 4096 * 4096 + 2 * 4096 * 1024 + 4096 * 4096
     per_layer = (24 * 109_635_968 + 4 * attention + 24 * 2 * 4096 * 21504) / 52 + 4096
-    assert float(C.layer_params(m)) == pytest.approx(per_layer, rel=1e-12)
+    assert float(Fl.layer_params(m)) == pytest.approx(per_layer, rel=1e-12)
     llama = _model(config, "llama3_8b").model
     assert (float(Hy.attention_share(llama)), float(Hy.mamba_share(llama)), float(Hy.sublayers(llama))) == (1, 0, 2)
 
@@ -187,8 +188,8 @@ def test_layer_pattern_sets_the_shares(config):
     ("nemotron3_nano_30b_a3b", 30.0, 3.5, 0.06)])
 def test_published_parameter_counts(config, name, total, active, rel):
     cfg = _model(config, name)
-    assert float(C.total_params(cfg.model, cfg.train.seq_len)) / 1e9 == pytest.approx(total, rel=rel)
-    assert float(C.active_params(cfg.model, cfg.train.seq_len)) / 1e9 == pytest.approx(active, rel=rel)
+    assert float(Fl.total_params(cfg.model, cfg.train.seq_len)) / 1e9 == pytest.approx(total, rel=rel)
+    assert float(Fl.active_params(cfg.model, cfg.train.seq_len)) / 1e9 == pytest.approx(active, rel=rel)
 
 
 def test_nemotron3_nano_model_flops_match_the_published_rate(config):
@@ -197,7 +198,7 @@ def test_nemotron3_nano_model_flops_match_the_published_rate(config):
     Megatron's own count widens the Mamba mixer to 2 hidden (5376, against 64 x 64 = 4096 here):
     within 5 %."""
     cfg = _model(config, "nemotron3_nano_30b_a3b", "model.seq_len=8192")
-    per_token = float(C.model_flops_per_step(cfg.model, cfg.train)) / float(cfg.train.global_batch * 8192)
+    per_token = float(Fl.model_flops_per_step(cfg.model, cfg.train)) / float(cfg.train.global_batch * 8192)
     assert per_token == pytest.approx(901e12 / 39936, rel=0.05)
 
 
@@ -209,20 +210,20 @@ def test_nemotron3_5_lightning_is_nano_with_two_mtp_passes(config):
     lightning = _model(config, "nemotron3_5_lightning_30b_a3b", "model.seq_len=8192")
     nano = _model(config, "nemotron3_nano_30b_a3b", "model.seq_len=8192")
     backbone = lightning._replace(model=lightning.model._replace(mtp_layers=nano.model.mtp_layers))
-    assert float(C.total_params(backbone.model, 8192)) == float(C.total_params(nano.model, 8192))
+    assert float(Fl.total_params(backbone.model, 8192)) == float(Fl.total_params(nano.model, 8192))
     assert int(lightning.model.mtp_layers) == 2
-    per_token = float(C.model_flops_per_step(lightning.model, lightning.train)) / float(lightning.train.global_batch * 8192)
+    per_token = float(Fl.model_flops_per_step(lightning.model, lightning.train)) / float(lightning.train.global_batch * 8192)
     assert per_token == pytest.approx(807e12 / 28672, rel=0.05)
-    assert per_token > float(C.model_flops_per_step(nano.model, nano.train)) / float(nano.train.global_batch * 8192)
+    assert per_token > float(Fl.model_flops_per_step(nano.model, nano.train)) / float(nano.train.global_batch * 8192)
 
 
 def test_hybrid_moe_routes_only_its_expert_layers(config):
     """Nemotron 3 Nano: 23 of 52 layers routed (top-6 of 128 experts of 1856, two shared), none
     dense; every other layer is a mixer."""
     m = _model(config, "nemotron3_nano_30b_a3b").model
-    assert float(C.moe_layer_fraction(m)) == pytest.approx(23 / 52)
-    assert float(C.dense_mlp_fraction(m)) == pytest.approx(0.0)
-    assert float(C.mlp_width_per_token(m)) == pytest.approx(23 / 52 * (6 + 2) * 1856)
+    assert float(Fl.moe_layer_fraction(m)) == pytest.approx(23 / 52)
+    assert float(Fl.dense_mlp_fraction(m)) == pytest.approx(0.0)
+    assert float(Fl.mlp_width_per_token(m)) == pytest.approx(23 / 52 * (6 + 2) * 1856)
 
 
 def test_mamba_groups_bound_tensor_parallelism(config):

@@ -3,9 +3,9 @@ against the release's own weight counts and Megatron-Bridge's model FLOPs."""
 
 import pytest
 
-from jctopt.config.schema import ConfigError
+from jctopt.config import ConfigError
 from jctopt.job.jct import estimate
-from jctopt.model import compute as C
+from jctopt.model import flops as Fl
 from jctopt.model import latent as La
 
 H, LATENT, FFN, EXPERTS, TOP_K, SHARED = 4096, 1024, 2688, 512, 22, 5376
@@ -22,9 +22,9 @@ def test_routed_layer_by_hand(config):
     projections 4096 x 1024."""
     m = _super(config).model
     assert float(La.routed_width(m)) == LATENT
-    assert float(C.routed_expert_params(m)) == 2 * LATENT * FFN
+    assert float(Fl.routed_expert_params(m)) == 2 * LATENT * FFN
     layer = EXPERTS * 2 * LATENT * FFN + 2 * H * SHARED + H * EXPERTS + 2 * H * LATENT
-    assert float(C.routed_mlp_params(m, m.n_experts)) == layer
+    assert float(Fl.routed_mlp_params(m, m.n_experts)) == layer
 
 
 def test_release_weight_counts(config):
@@ -35,10 +35,10 @@ def test_release_weight_counts(config):
     norm (4,096) of the release's."""
     cfg = _super(config, "model.mtp_layers=0")
     m, s = cfg.model, cfg.train.seq_len
-    assert float(C.total_params(m, s)) == 120_668_687_360
-    assert float(C.total_params(m, s)) - float(C.active_params(m, s)) == 40 * 490 * 2 * LATENT * FFN == 107_898_470_400
+    assert float(Fl.total_params(m, s)) == 120_668_687_360
+    assert float(Fl.total_params(m, s)) - float(Fl.active_params(m, s)) == 40 * 490 * 2 * LATENT * FFN == 107_898_470_400
     with_mtp = _super(config, "model.mtp_layers=1")
-    assert float(C.total_params(with_mtp.model, s)) == pytest.approx(123_611_012_096, abs=4096)
+    assert float(Fl.total_params(with_mtp.model, s)) == pytest.approx(123_611_012_096, abs=4096)
 
 
 def test_model_flops_match_the_published_rate(config):
@@ -47,7 +47,7 @@ def test_model_flops_match_the_published_rate(config):
     token; the catalog's two MTP passes counted as two average layers and two output heads:
     within 3 %."""
     cfg = _super(config)
-    per_token = float(C.model_flops_per_step(cfg.model, cfg.train)) / (512 * 8192)
+    per_token = float(Fl.model_flops_per_step(cfg.model, cfg.train)) / (512 * 8192)
     assert per_token == pytest.approx(831e12 / 9856, rel=0.03)
 
 
@@ -56,7 +56,7 @@ def test_latent_projections_replace_width_in_the_flops(config):
     projections 2 x 2 x h x l; without the latent the experts run in h."""
     latent = _super(config, "model.mtp_layers=0").model
     plain = _super(config, "model.mtp_layers=0", "model.moe_latent_size=0").model
-    delta = float(C.layer_forward_flops(plain, 1)[0]) - float(C.layer_forward_flops(latent, 1)[0])
+    delta = float(Fl.layer_forward_flops(plain, 1)[0]) - float(Fl.layer_forward_flops(latent, 1)[0])
     per_routed_layer = TOP_K * 2 * 2 * (H - LATENT) * FFN - 2 * 2 * H * LATENT
     assert delta == pytest.approx(40 / 88 * per_routed_layer, rel=1e-12)
 
@@ -68,7 +68,7 @@ def test_latent_width_shrinks_dispatch_and_permutation(config):
     ep_latent = float(estimate(latent).ep_comm_s)
     ep_plain = float(estimate(plain).ep_comm_s)
     assert ep_latent < 0.3 * ep_plain
-    assert float(C.mlp_input_width_per_token(latent.model)) == pytest.approx(
+    assert float(Fl.mlp_input_width_per_token(latent.model)) == pytest.approx(
         40 / 88 * (TOP_K * LATENT + H + H + LATENT), rel=1e-12)
 
 
@@ -91,11 +91,11 @@ def test_ultra_published_sizes(config):
     48 routed layers of 512 experts (two 2048 x 5120 matrices each), the shared expert 2 x 8192
     x 10240, the router 8192 x 512 and the latent projections 2 x 8192 x 2048."""
     m = _ultra(config, "model.mtp_layers=0").model
-    assert float(C.routed_mlp_params(m, m.n_experts)) == (512 * 2 * 2048 * 5120 + 2 * 8192 * 10240 + 8192 * 512
+    assert float(Fl.routed_mlp_params(m, m.n_experts)) == (512 * 2 * 2048 * 5120 + 2 * 8192 * 10240 + 8192 * 512
                                                           + 2 * 8192 * 2048)
     s = 8192
-    assert float(C.total_params(m, s)) / 1e9 == pytest.approx(550, rel=0.01)
-    assert float(C.active_params(m, s)) / 1e9 == pytest.approx(55, rel=0.03)  # "A55B" a rounded name
+    assert float(Fl.total_params(m, s)) / 1e9 == pytest.approx(550, rel=0.01)
+    assert float(Fl.active_params(m, s)) / 1e9 == pytest.approx(55, rel=0.03)  # "A55B" a rounded name
 
 
 def test_ultra_model_flops_match_the_published_rate(config):
@@ -104,5 +104,5 @@ def test_ultra_model_flops_match_the_published_rate(config):
     per token, two MTP passes included; the vocabulary the entry takes from this (131,072) is
     what makes it agree: within 1 %."""
     cfg = _ultra(config)
-    per_token = float(C.model_flops_per_step(cfg.model, cfg.train)) / (256 * 8192)
+    per_token = float(Fl.model_flops_per_step(cfg.model, cfg.train)) / (256 * 8192)
     assert per_token == pytest.approx(1281e12 / 3552, rel=0.01)

@@ -4,9 +4,10 @@ FLOPs and layer times against hand counts."""
 import numpy as np
 import pytest
 
-from jctopt.config.schema import ConfigError
+from jctopt.config import ConfigError
 from jctopt.job.jct import estimate
 from jctopt.model import compute as C
+from jctopt.model import flops as Fl
 from jctopt.model import memory as Mem
 
 
@@ -30,8 +31,8 @@ def test_published_total_and_active_parameters(config, name):
     cfg = _model(config, name)
     total, active = PUBLISHED[name]
     # Published figures are rounded to the last digit given: 3.3 B may be 3.35 B.
-    assert float(C.total_params(cfg.model, cfg.train.seq_len)) / 1e9 == pytest.approx(total, rel=0.01)
-    assert float(C.active_params(cfg.model, cfg.train.seq_len)) / 1e9 == pytest.approx(active, rel=0.02)
+    assert float(Fl.total_params(cfg.model, cfg.train.seq_len)) / 1e9 == pytest.approx(total, rel=0.01)
+    assert float(Fl.active_params(cfg.model, cfg.train.seq_len)) / 1e9 == pytest.approx(active, rel=0.02)
 
 
 @pytest.mark.parametrize("name, total, active", [("deepseek_v2", 236.0, 21.0), ("deepseek_v2_lite", 15.7, 2.4)])
@@ -42,8 +43,8 @@ def test_deepseek_v2_published_counts_without_the_input_embedding(config, name, 
     cfg = _model(config, name)
     m = cfg.model
     embedding = float(m.vocab * m.hidden)
-    assert float(C.total_params(m, cfg.train.seq_len)) / 1e9 == pytest.approx(total, rel=0.005)
-    assert (float(C.active_params(m, cfg.train.seq_len)) - embedding) / 1e9 == pytest.approx(active, rel=0.025)
+    assert float(Fl.total_params(m, cfg.train.seq_len)) / 1e9 == pytest.approx(total, rel=0.005)
+    assert (float(Fl.active_params(m, cfg.train.seq_len)) - embedding) / 1e9 == pytest.approx(active, rel=0.025)
 
 
 @pytest.mark.parametrize("name, total, active", [("glm45_355b_a32b", 355.0, 32.0),
@@ -57,8 +58,8 @@ def test_glm45_published_counts_without_the_embeddings(config, name, total, acti
     cfg = _model(config, name)
     m = cfg.model
     embeddings = 2.0 * float(m.vocab * m.hidden)
-    assert float(C.total_params(m, cfg.train.seq_len)) / 1e9 == pytest.approx(total, rel=0.01)
-    assert (float(C.active_params(m, cfg.train.seq_len)) - embeddings) / 1e9 == pytest.approx(active, abs=0.5)
+    assert float(Fl.total_params(m, cfg.train.seq_len)) / 1e9 == pytest.approx(total, rel=0.01)
+    assert (float(Fl.active_params(m, cfg.train.seq_len)) - embeddings) / 1e9 == pytest.approx(active, abs=0.5)
 
 
 @pytest.mark.parametrize("name, total, active", [("gpt_oss_120b", 116.83, 5.13), ("gpt_oss_20b", 20.91, 3.61)])
@@ -68,8 +69,8 @@ def test_gpt_oss_counts_the_unembedding_as_active(config, name, total, active):
     cfg = _model(config, name)
     m = cfg.model
     embedding = float(m.vocab * m.hidden)
-    assert float(C.total_params(m, cfg.train.seq_len)) / 1e9 == pytest.approx(total, rel=2e-3)
-    assert (float(C.active_params(m, cfg.train.seq_len)) - embedding) / 1e9 == pytest.approx(active, rel=2e-3)
+    assert float(Fl.total_params(m, cfg.train.seq_len)) / 1e9 == pytest.approx(total, rel=2e-3)
+    assert (float(Fl.active_params(m, cfg.train.seq_len)) - embedding) / 1e9 == pytest.approx(active, rel=2e-3)
 
 
 def test_qwen3_layer_by_hand(config):
@@ -77,10 +78,10 @@ def test_qwen3_layer_by_hand(config):
     128 experts of 3 x 2048 x 768; router 2048 x 128; two norms."""
     m = _model(config, "qwen3_30b_a3b").model
     attention = 2048 * 4096 + 2 * 2048 * 512 + 4096 * 2048
-    assert float(C.attention_params(m)) == attention
-    assert float(C.layer_params(m)) == attention + 128 * 3 * 2048 * 768 + 2048 * 128 + 2 * 2048
+    assert float(Fl.attention_params(m)) == attention
+    assert float(Fl.layer_params(m)) == attention + 128 * 3 * 2048 * 768 + 2048 * 128 + 2 * 2048
     # Forward FLOPs per sequence of 4096: 2 s (attention + 8 experts) + router; core 4 s^2 a d.
-    gemm, core = C.layer_forward_flops(m, 4096.0)
+    gemm, core = Fl.layer_forward_flops(m, 4096.0)
     assert float(gemm) == pytest.approx(2 * 4096 * (attention + 8 * 3 * 2048 * 768) + 2 * 4096 * 2048 * 128, rel=1e-12)
     assert float(core) == pytest.approx(4 * 4096**2 * 32 * 128, rel=1e-12)
 
@@ -91,10 +92,10 @@ def test_dense_layers_and_shared_experts_by_hand(config):
     m = _model(config, "llama4_maverick").model
     expert = 3 * 5120 * 8192
     dense_mlp, moe_mlp = 3 * 5120 * 16384, 129 * expert + 5120 * 128
-    assert float(C.layer_params(m)) == pytest.approx(
-        float(C.attention_params(m)) + 0.5 * dense_mlp + 0.5 * moe_mlp + 2 * 5120, rel=1e-12)
-    assert float(C.mlp_width_per_token(m)) == 0.5 * 16384 + 0.5 * 2 * 8192
-    assert float(C.routed_params_per_layer(m)) == 0.5 * 128 * expert
+    assert float(Fl.layer_params(m)) == pytest.approx(
+        float(Fl.attention_params(m)) + 0.5 * dense_mlp + 0.5 * moe_mlp + 2 * 5120, rel=1e-12)
+    assert float(Fl.mlp_width_per_token(m)) == 0.5 * 16384 + 0.5 * 2 * 8192
+    assert float(Fl.routed_params_per_layer(m)) == 0.5 * 128 * expert
 
 
 def test_expert_gemms_see_top_k_of_the_tokens(config):
@@ -138,22 +139,22 @@ def test_deepseek_v3_mla_and_published_counts(config):
     cfg = _model(config, "deepseek_v3")
     m = cfg.model
     mla = 7168 * 1536 + 1536 * 128 * 192 + 7168 * 576 + 512 * 128 * 256 + 128 * 128 * 7168
-    assert float(C.attention_params(m)) == mla == pytest.approx(187.1e6, rel=1e-3)
+    assert float(Fl.attention_params(m)) == mla == pytest.approx(187.1e6, rel=1e-3)
     # Attention core, forward per sequence: QK^T over 192 and scores x V over 128, 2 s^2 a (192 + 128).
-    _, core = C.layer_forward_flops(m, 4096.0)
+    _, core = Fl.layer_forward_flops(m, 4096.0)
     assert float(core) == 2 * 4096**2 * 128 * 320
     main = cfg.model._replace(mtp_layers=0.0 * m.mtp_layers)
-    assert float(C.total_params(main, 4096.0)) / 1e9 == pytest.approx(671.0, rel=0.01)
-    assert float(C.total_params(m, 4096.0) - C.total_params(main, 4096.0)) / 1e9 == pytest.approx(11.5, rel=0.03)
-    assert float(C.active_params(main, 4096.0)) / 1e9 == pytest.approx(37.0, rel=0.02)
+    assert float(Fl.total_params(main, 4096.0)) / 1e9 == pytest.approx(671.0, rel=0.01)
+    assert float(Fl.total_params(m, 4096.0) - Fl.total_params(main, 4096.0)) / 1e9 == pytest.approx(11.5, rel=0.03)
+    assert float(Fl.active_params(main, 4096.0)) / 1e9 == pytest.approx(37.0, rel=0.02)
 
 
 def test_kimi_k2_published_counts(config):
     """Kimi-K2 README: "Total Parameters 1T, Activated Parameters 32B", i.e. 1.0-1.05 T and
     32-33 B as printed (by hand: 61 layers of 101.1 M MLA + 1 dense, 60 routed of 385 experts)."""
     cfg = _model(config, "kimi_k2")
-    assert 1.0 <= float(C.total_params(cfg.model, 4096.0)) / 1e12 < 1.05
-    assert 32.0 <= float(C.active_params(cfg.model, 4096.0)) / 1e9 < 33.0
+    assert 1.0 <= float(Fl.total_params(cfg.model, 4096.0)) / 1e12 < 1.05
+    assert 32.0 <= float(Fl.active_params(cfg.model, 4096.0)) / 1e9 < 33.0
 
 
 @pytest.mark.parametrize("ep", [1.0, 8.0, 64.0])
@@ -169,7 +170,7 @@ def test_expert_parallel_gathers_tokens_onto_fewer_experts(config, ep):
     experts = (256 / ep) * C.gemm_time(tokens * 8 * ep / 256, 7168.0, 2 * 2048.0, rate, g, half_dim_factor=grouped)
     dense = C.gemm_time(tokens, 7168.0, 2 * 18432.0, rate, g)
     shared = C.gemm_time(tokens, 7168.0, 2 * 2048.0, rate, g)
-    qkv = C.gemm_time(tokens, 7168.0, (float(C.attention_params(m)) - 128 * 128 * 7168) / 7168, rate, g)
+    qkv = C.gemm_time(tokens, 7168.0, (float(Fl.attention_params(m)) - 128 * 128 * 7168) / 7168, rate, g)
     expected = qkv + 3 / 61 * dense + 58 / 61 * (experts + shared)
     assert float(column) == pytest.approx(float(expected), rel=1e-12)
 
@@ -187,7 +188,7 @@ def test_folded_experts_stay_whole_on_fewer_tokens(config):
     experts = 16 * C.gemm_time(1024.0, 7168.0, 2 * 2048.0, rate, g, half_dim_factor=grouped)
     dense = C.gemm_time(4096.0, 7168.0, 2 * 18432.0 / 2, rate, g)
     shared = C.gemm_time(4096.0, 7168.0, 2 * 2048.0 / 2, rate, g)
-    qkv = C.gemm_time(4096.0, 7168.0, (float(C.attention_params(m)) - 128 * 128 * 7168) / 7168 / 2, rate, g)
+    qkv = C.gemm_time(4096.0, 7168.0, (float(Fl.attention_params(m)) - 128 * 128 * 7168) / 7168 / 2, rate, g)
     assert float(column) == pytest.approx(float(qkv + 3 / 61 * dense + 58 / 61 * (experts + shared)), rel=1e-12)
     unfolded, _ = C.layer_gemm_times(m, g, t, 2.0, 1.0, 16.0)
     split = 16 * C.gemm_time(2048.0, 7168.0, 2 * 2048.0 / 2, rate, g, half_dim_factor=grouped)

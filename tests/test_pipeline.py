@@ -2,7 +2,7 @@
 
 import pytest
 
-from jctopt.config.schema import ConfigError
+from jctopt.config import ConfigError
 from jctopt.job.jct import estimate
 from jctopt.model import compute as C
 from jctopt.model import pipeline as P

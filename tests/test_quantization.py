@@ -3,9 +3,10 @@ layer, against hand-computed values."""
 
 import pytest
 
-from jctopt.config.schema import ConfigError, to_config
+from jctopt.config import ConfigError, to_config
 from jctopt.job.jct import Reason, estimate
 from jctopt.model import compute as C
+from jctopt.model import flops as Fl
 from jctopt.model import quantization as Q
 
 # Llama 3 8B: h 4096, 32 heads of 128, 8 KV heads, SwiGLU width 14336, vocabulary 128,256.
@@ -164,13 +165,13 @@ def test_expert_inputs_are_cast_once_per_routed_copy(config):
     DeepSeek-V3 (3 dense layers of 61, top-8 and one shared expert): 3/61 + 58/61 x 9 copies of h."""
     cfg = config("model=qwen3_30b_a3b", "gpu=h100_sxm", "training.precision=fp8", "layout.tp=1")
     m = cfg.model
-    assert float(C.mlp_input_width_per_token(m)) == 8.0 * 2048
-    forward, backward = Q.quantized_elements_per_token(m, cfg.train, 1.0, float(C.qkv_width(m)),
-                                                       float(C.mlp_width_per_token(m)), C.mlp_input_width_per_token(m))
+    assert float(Fl.mlp_input_width_per_token(m)) == 8.0 * 2048
+    forward, backward = Q.quantized_elements_per_token(m, cfg.train, 1.0, float(Fl.qkv_width(m)),
+                                                       float(Fl.mlp_width_per_token(m)), Fl.mlp_input_width_per_token(m))
     assert float(forward) == pytest.approx(2048 + 8 * 2048 + 4096 + 8 * 768, rel=1e-12)
     assert float(backward) == pytest.approx(40 * 128 + 2048 + 2 * 8 * 768 + 8 * 2048, rel=1e-12)
     v3 = config("model=deepseek_v3", "gpu=h100_sxm").model
-    assert float(C.mlp_input_width_per_token(v3)) == pytest.approx((3 / 61 + 58 / 61 * 9) * 7168, rel=1e-12)
+    assert float(Fl.mlp_input_width_per_token(v3)) == pytest.approx((3 / 61 + 58 / 61 * 9) * 7168, rel=1e-12)
 
 
 def test_a_sweep_masks_mxfp8_on_hopper_and_prices_it_on_blackwell(compose, tmp_path):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import jctopt
-from jctopt.config.schema import ConfigError
+from jctopt.config import ConfigError
 from jctopt.model import compute as C
 from jctopt.model import memory as Mem
 from jctopt.model import recompute_modules as Rm

@@ -3,10 +3,10 @@ validate reads as running it."""
 
 import pytest
 
-from jctopt.config.schema import ConfigError, to_config
+from jctopt.config import ConfigError, to_config
 from jctopt.job.jct import estimate
 from jctopt.model import comm as K
-from jctopt.model import compute as C
+from jctopt.model import flops as Fl
 from jctopt.model import memory as Mem
 from jctopt.model import recompute_modules as Rm
 from jctopt.model import sac as Sac
@@ -23,7 +23,7 @@ def test_every_second_matmul_of_llama3_8b_by_hand(config):
     4096 x 1024, wo 4096 x 4096, w1, w3, w2 4096 x 14,336; recomputed wk + wo + w3 =
     1024 + 4096 + 14,336 = 19,456 of 4096 + 2 x 1024 + 4096 + 3 x 14,336 = 53,248 (x 4096)."""
     m = _llama3_8b(config).model
-    share = Sac.recomputed_matmul_share(m, C.mlp_width_per_token(m))
+    share = Sac.recomputed_matmul_share(m, Fl.mlp_width_per_token(m))
     assert float(share) == pytest.approx(19_456 / 53_248, rel=1e-12)
 
 
@@ -31,7 +31,7 @@ def test_gelu_mlp_recomputes_its_second_matmul(config):
     """GPT-3 175B (h 12,288, 4h MLP, no GQA): wk (h x h) + wo (h x h) + w2 (4h x h) recomputed,
     6 of the 12 h^2 of a layer: one half."""
     m = config("model=gpt3_175b").model
-    assert float(Sac.recomputed_matmul_share(m, C.mlp_width_per_token(m))) == pytest.approx(0.5, rel=1e-12)
+    assert float(Sac.recomputed_matmul_share(m, Fl.mlp_width_per_token(m))) == pytest.approx(0.5, rel=1e-12)
 
 
 def test_per_op_recompute_repeats_matmuls_and_pointwise_ops_not_the_core(config):
@@ -45,10 +45,10 @@ def test_per_op_recompute_repeats_matmuls_and_pointwise_ops_not_the_core(config)
     # Megatron's modules (model.recompute_modules): by default the attention core alone
     modules = Rm.ModuleParts(core_attn=core, mla_up_proj=11.0, layernorm=13.0, moe_act=17.0, mlp=19.0, moe=23.0,
                              shared_experts=29.0)
-    assert float(C.recompute_time(m, core_t, gemm, core, elem, modules)) == pytest.approx(core)
-    assert float(C.recompute_time(m, op_t, gemm, core, elem, modules)) == pytest.approx(share * gemm + elem, rel=1e-12)
+    assert float(Fl.recompute_time(m, core_t, gemm, core, elem, modules)) == pytest.approx(core)
+    assert float(Fl.recompute_time(m, op_t, gemm, core, elem, modules)) == pytest.approx(share * gemm + elem, rel=1e-12)
     full = _llama3_8b(config, "training.selective_ac=op", "training.recompute=full").train
-    assert float(C.recompute_time(m, full, gemm, core, elem, modules)) == pytest.approx(gemm + core + elem)
+    assert float(Fl.recompute_time(m, full, gemm, core, elem, modules)) == pytest.approx(gemm + core + elem)
 
 
 def test_per_op_recompute_gathers_the_sequence_parallel_inputs_again(config):

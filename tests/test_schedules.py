@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from jctopt.config.schema import ConfigError
+from jctopt.config import ConfigError
 from jctopt.job.jct import Reason, estimate
 from jctopt.model import compute as C
 from jctopt.model import schedules as S

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jctopt.config.schema import to_config
+from jctopt.config import to_config
 from jctopt.fit.risk import with_risk
 from jctopt.search.grid import configured, search
 from jctopt.tasks import deadline, procure, syncwall
@@ -173,7 +173,7 @@ def test_dense_twin_of_a_hybrid_latent_moe(compose):
     dense (-), each as wide as a token's path through a routed layer: 22 experts of 2 x 1024 x
     2688, the shared 2 x 4096 x 5376 and the two 4096 x 1024 projections, over 2 x 4096 per unit
     of width (squared ReLU, not gated): 21,184; the same forward FLOPs per token but the router's."""
-    from jctopt.model import compute as C
+    from jctopt.model import flops as Fl
 
     cfg = compose("model=nemotron3_super_120b_a12b")
     twin = syncwall.dense_twin(cfg)
@@ -182,8 +182,8 @@ def test_dense_twin_of_a_hybrid_latent_moe(compose):
     assert twin.model.ffn_hidden == round(width) == 21184
     moe, dense = to_config(cfg, layout=False).model, to_config(twin, layout=False).model
     router = 2 * 4096 * 40 / 88 * 4096 * 512
-    assert float(C.layer_forward_flops(dense, 4096)[0]) == pytest.approx(
-        float(C.layer_forward_flops(moe, 4096)[0]) - router, rel=1e-4)
+    assert float(Fl.layer_forward_flops(dense, 4096)[0]) == pytest.approx(
+        float(Fl.layer_forward_flops(moe, 4096)[0]) - router, rel=1e-4)
 
 
 def test_syncwall_of_an_moe_model_beside_its_dense_twin(compose):
@@ -191,7 +191,7 @@ def test_syncwall_of_an_moe_model_beside_its_dense_twin(compose):
     layer on average: 3/61 x 18432 + 58/61 x (8 + 1) x 2048 = 18432; the same active parameters
     but the router's (256 x 7168 per routed layer), no experts. syncwall draws it beside the MoE
     curves; the MoE model, whose all-to-all leaves the 8-GPU node, is slower at every count."""
-    from jctopt.model import compute as C
+    from jctopt.model import flops as Fl
 
     cfg = compose("model=deepseek_v3", "training.global_batch=4096", "space.gpu=[h100_sxm]",
                   "space.fabric=[ib_ndr400]", "syncwall.n_gpus=[512,1024,2048]", "space.tp=[1,2]",
@@ -201,8 +201,8 @@ def test_syncwall_of_an_moe_model_beside_its_dense_twin(compose):
     assert twin.model.ffn_hidden == 18432 and twin.model.n_experts == 1 and list(twin.space.ep) == [1]
     moe_cfg, twin_cfg = to_config(cfg, layout=False), to_config(twin, layout=False)
     router = 58 * 256 * 7168
-    active = float(C.active_params(moe_cfg.model, 4096.0))
-    assert float(C.active_params(twin_cfg.model, 4096.0)) == pytest.approx(active - router, rel=2e-4)
+    active = float(Fl.active_params(moe_cfg.model, 4096.0))
+    assert float(Fl.active_params(twin_cfg.model, 4096.0)) == pytest.approx(active - router, rel=2e-4)
     points, summary = syncwall.run_syncwall(cfg)
     assert set(summary.family) == {"hybrid", "dense_twin"}  # 671 B on every GPU (pure DP) fits no H100
     hybrid = points[points.family == "hybrid"].set_index("n_gpus").jct_s

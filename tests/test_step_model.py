@@ -3,7 +3,7 @@ hand-computed values."""
 
 import pytest
 
-from jctopt.config.schema import to_config
+from jctopt.config import to_config
 from jctopt.job.jct import estimate
 from jctopt.model import attention as Attn
 from jctopt.model import comm as K

@@ -15,7 +15,7 @@ import pytest
 
 import jctopt
 from jctopt import ConfigError
-from jctopt.config.schema import check_layout
+from jctopt.config import check_layout
 from jctopt.fit import risk as _risk
 from jctopt.fit import uncertainty as U
 from jctopt.search.engine import TRACES, build

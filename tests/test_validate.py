@@ -10,8 +10,8 @@ import pytest
 
 import jctopt
 from jctopt import ConfigError
+from jctopt.config import RECOMPUTE, to_config
 from jctopt.config.resources import VALIDATION_DIR, validation_file
-from jctopt.config.schema import RECOMPUTE, to_config
 from jctopt.job.jct import Reason
 from jctopt.runs import cells as runs_cells
 from jctopt.runs import notes as runs_notes

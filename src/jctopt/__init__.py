@@ -17,8 +17,8 @@ import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
+from .config import ConfigError, check, compose, to_config  # noqa: E402
 from .config.cache import enable_compile_cache  # noqa: E402
-from .config.schema import ConfigError, check, compose, to_config  # noqa: E402
 from .job.jct import Estimate, Reason, estimate, estimate_batch  # noqa: E402
 from .model.types import (  # noqa: E402
     ClusterSpec,

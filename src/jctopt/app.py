@@ -12,9 +12,9 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from .config import ConfigError, register_configs, unknown_keys
 from .config.cache import enable_compile_cache
 from .config.resources import CONF_DIR
-from .config.schema import ConfigError, register_configs, unknown_keys
 from .tasks import (
     calibrate,
     deadline,

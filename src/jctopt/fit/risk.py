@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 from omegaconf import OmegaConf
 
+from ..config import ConfigError
 from ..config.resources import CALIBRATION_RECORD
-from ..config.schema import ConfigError
 from . import uncertainty as U
 
 # Columns of an estimate row the failure law needs (Estimate fields, SI units).

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..model import attention as A
-from ..model import compute as C
+from ..model import flops as Fl
 from ..model import pipeline as P
 from ..model import recompute_modules as Rm
 from ..model.schedules import ONE_F_ONE_B, ZB_H1
@@ -79,7 +79,7 @@ CHANGES = [
            lambda c: _tr(c, recompute=jnp.asarray(1.0), **_modules(LIGHT_MODULES)),
            lambda c: c.train.recompute >= 1 and (c.model.n_experts > 1 or c.model.kv_lora_rank > 0)),
     Change("offloading the recomputed layers' activations to host memory instead (training.offload_layers)",
-           lambda c: _tr(c, recompute=jnp.asarray(0.0), offload_layers=C.full_recompute_share(c.train)
+           lambda c: _tr(c, recompute=jnp.asarray(0.0), offload_layers=Fl.full_recompute_share(c.train)
                          * P.stage_layers(c.model.n_layers, c.layout.pp, c.layout.vpp, c.model.mtp_layers)[0]),
            lambda c: c.train.recompute > 1),
     Change("micro-batch x2", lambda c: _tr(c, micro_batch=c.train.micro_batch * 2), lambda c: True),

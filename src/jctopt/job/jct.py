@@ -16,6 +16,7 @@ import jax.numpy as jnp
 
 from ..model import compute as C
 from ..model import experts as E
+from ..model import flops as Fl
 from ..model import pipeline as P
 from ..model import power as Pw
 from ..model import schedules as S
@@ -130,7 +131,7 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
     def masked(x):
         return jnp.where(feasible, x, jnp.inf)
 
-    model_flops = C.model_flops_per_step(m, t)
+    model_flops = Fl.model_flops_per_step(m, t)
     hours = lay.n_gpus * run.jct_s / 3600.0
     energy = hours * Pw.board_power_w(c.gpu_power_limit_w, g.tdp_w) * c.power_frac * c.pue / 1000.0
     peak = 1e12 * C.dense_peak_tflops(g, t)
@@ -140,7 +141,7 @@ def estimate(cfg: Config, relaxed: bool = False) -> Estimate:
         mem_weights=mem.weights, mem_grads=mem.grads, mem_optimizer=mem.optimizer,
         mem_activations=mem.activations, mem_total=mem.total, mem_capacity=1e9 * g.hbm_gb,
         mem_host=mem.host, params=run.params, model_flops_per_step=model_flops,
-        hardware_flops_per_step=C.hardware_flops_per_step(m, t), steps=run.steps,
+        hardware_flops_per_step=Fl.hardware_flops_per_step(m, t), steps=run.steps,
         theoretical_s=run.theoretical_s, train_s=masked(run.train_s), ckpt_write_s=run.ckpt_write_s,
         ckpt_interval_s=run.ckpt_interval_s, young_interval_s=run.young_interval_s,
         daly_interval_s=run.daly_interval_s, mtbf_s=run.mtbf_s, restart_s=run.restart_s,

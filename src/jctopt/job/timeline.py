@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from ..model import compute as C
+from ..model import flops as Fl
 from ..model.types import Config
 from . import reliability as R
 
@@ -53,7 +54,7 @@ def job_time(cfg: Config, step_s, compute_step_s, owned_params) -> JobTime:
     """Expected wall time of the job from its step time (s) and the parameters whose state this
     GPU writes at a checkpoint."""
     m, g, c, t, job = cfg.model, cfg.gpu, cfg.cluster, cfg.train, cfg.job
-    params = C.total_params(m, t.seq_len)
+    params = Fl.total_params(m, t.seq_len)
     steps = job.tokens / (t.global_batch * t.seq_len)
     mtbf = cluster_mtbf_s(cfg)
     ckpt_bytes = CKPT_BYTES_PER_PARAM * params

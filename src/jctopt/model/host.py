@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from . import compute as C
+from . import flops as Fl
 from .types import ModelSpec, Training
 
 # Share of an MoE layer's launches in its forward: the backward runs two GEMMs (data and weight
@@ -47,7 +47,7 @@ FORWARD_LAUNCH_SHARE = 1.0 / 3.0
 def launch_floor(m: ModelSpec, t: Training, layers_on_stage):
     """Host time (s) to launch one micro-batch's forward and backward through a stage's MoE
     layers; 0 for a dense model."""
-    return jnp.where(m.n_experts > 1, layers_on_stage * C.moe_layer_fraction(m) * t.moe_host_s, 0.0)
+    return jnp.where(m.n_experts > 1, layers_on_stage * Fl.moe_layer_fraction(m) * t.moe_host_s, 0.0)
 
 
 def host_time(m: ModelSpec, t: Training, layers_on_stage, moe_layers, moe_block_forward_s, forwards, gpu_s):

@@ -6,8 +6,8 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from . import compute as C
 from . import experts as E
+from . import flops as Fl
 from . import hybrid as Hy
 from . import mamba as Mb
 from . import offload as O
@@ -47,9 +47,9 @@ def local_params(m: ModelSpec, lay: Layout, t: Training):
     """
     layers, _ = P.stage_layers(m.n_layers, lay.pp, lay.vpp, m.mtp_layers)
     # A dense model's MLP is dense: it shards and syncs with the rest over dp x cp.
-    experts = C.routed_params_per_layer(m)
-    dense_layer = C.layer_params(m) - experts
-    embed = jnp.where(lay.pp > 1, m.vocab * m.hidden, C.embedding_params(m, t.seq_len))
+    experts = Fl.routed_params_per_layer(m)
+    dense_layer = Fl.layer_params(m) - experts
+    embed = jnp.where(lay.pp > 1, m.vocab * m.hidden, Fl.embedding_params(m, t.seq_len))
     copies = S.parameter_copies(lay.schedule, lay.pp)  # DualPipe: two stages per rank
     dense = copies * (layers * dense_layer + embed) / lay.tp
     expert = copies * layers * experts / (lay.etp * lay.ep)
@@ -64,7 +64,7 @@ def activation_bytes_per_layer(m: ModelSpec, lay: Layout, t: Training):
     the 5 a s^2 b term vanishes with selective recompute (or fused attention); full
     recompute keeps only the layer input, 2 s b h (/t with SP). Generalised here to GQA
     (K, V of kv_heads), SwiGLU and MoE (ffn the width a token passes through:
-    C.mlp_width_per_token). MLP term: Korthikanti's 4 s b ffn is the activation's input and the
+    Fl.mlp_width_per_token). MLP term: Korthikanti's 4 s b ffn is the activation's input and the
     second GEMM's input, bf16 each; SwiGLU keeps its two-branch input (2 ffn wide) and the
     second GEMM's input, 6 s b ffn.
     Low-precision GEMMs (fp8, MXFP8, NVFP4) keep the quantized copy of each GEMM input for the
@@ -97,8 +97,8 @@ def activation_bytes_per_layer(m: ModelSpec, lay: Layout, t: Training):
                          - low * s * b * m.n_heads * m.v_head_dim)
     split_attn += Hy.mamba_share(m) * s * b * Mb.stored_activation_bytes_per_token(m, low)
     # The busiest expert-parallel rank keeps its excess of routed tokens too (model.experts).
-    routed_excess = (E.busiest_rank_tokens(t) - 1.0) * C.moe_layer_fraction(m) * m.top_k * m.moe_ffn_hidden
-    split_mlp = s * b * (C.mlp_width_per_token(m) + routed_excess) * (4.0 + 2.0 * m.glu - low)
+    routed_excess = (E.busiest_rank_tokens(t) - 1.0) * Fl.moe_layer_fraction(m) * m.top_k * m.moe_ffn_hidden
+    split_mlp = s * b * (Fl.mlp_width_per_token(m) + routed_excess) * (4.0 + 2.0 * m.glu - low)
     scores = attn * (2.0 + 3.0 * t.dropout) * m.n_heads * s * s * b  # softmax output (+ mask, dropout output)
     # Selective recompute drops the attention core's scores (torchtitan's per-op policy and
     # Megatron's default, core_attn), or what the modules it names would keep (model.recompute_modules).
@@ -112,7 +112,7 @@ def activation_bytes_per_layer(m: ModelSpec, lay: Layout, t: Training):
     # its MoE, MLA and Mamba layers keep the selective bound above.
     selective = jnp.where(per_op_layers(m, t), s * b * Sac.stored_bytes_per_token(m, tp, sp_div), selective)
     full_recompute = 2.0 * sbh / sp_div
-    share = C.full_recompute_share(t)  # block recompute: that share of the layers keeps only its input
+    share = Fl.full_recompute_share(t)  # block recompute: that share of the layers keeps only its input
     return (share * full_recompute + (1.0 - share) * selective) / cp, stored / cp
 
 
@@ -133,10 +133,10 @@ def module_bytes_not_kept(m: ModelSpec, t: Training, rc, tokens, low, sp_div, tp
     mla = jnp.where(m.kv_lora_rank > 0, 1.0, 0.0) * Hy.attention_share(m) * 2.0 * (
         m.n_heads * m.head_dim + m.n_kv_heads * (m.head_dim + m.v_head_dim))
     norms = 2.0 * (1.0 - low) * Hy.sublayers(m) * m.hidden
-    f, per_width = C.moe_layer_fraction(m), 4.0 + 2.0 * m.glu - low  # split_mlp's bytes per element
+    f, per_width = Fl.moe_layer_fraction(m), 4.0 + 2.0 * m.glu - low  # split_mlp's bytes per element
     routed = f * E.busiest_rank_tokens(t) * m.top_k * m.moe_ffn_hidden  # with the busiest rank's excess
     shared = f * m.n_shared_experts * m.moe_ffn_hidden
-    dense = C.dense_mlp_fraction(m) * m.ffn_hidden
+    dense = Fl.dense_mlp_fraction(m) * m.ffn_hidden
     return tokens * (rc.mla_up_proj * mla / tp + rc.layernorm * norms / sp_div
                      + rc.moe_act * (2.0 - low) * routed / tp
                      + per_width * (rc.mlp * dense + rc.moe * (routed + shared) + rc.shared_experts * shared) / tp)
@@ -188,7 +188,7 @@ def memory(m: ModelSpec, lay: Layout, t: Training, dp, n_micro, gpus_per_node):
     in_transit = jnp.where(offloaded > 0, per_layer, 0.0)
     activations = in_flight * layers * per_layer - host + in_transit + working + logits
 
-    layer_weights = C.layer_params(m) / lay.tp
+    layer_weights = Fl.layer_params(m) / lay.tp
     zero3_buffer = jnp.where((t.zero_stage >= 3) & ~gathered, 2.0 * WEIGHT_BYTES * layer_weights, 0.0)
     total = weights + grads + optimizer + activations + zero3_buffer + 1e9 * t.reserved_gb
     return Memory(weights, grads, optimizer, activations, zero3_buffer, total, host, offloaded_per_micro_batch, dense, expert,

@@ -19,6 +19,7 @@ from . import comm as K
 from . import compute as C
 from . import ep_overlap as Eo
 from . import experts as E
+from . import flops as Fl
 from . import host as H
 from . import hybrid as Hy
 from . import latent as La
@@ -121,13 +122,13 @@ def stage(cfg: Config, dp, n_micro) -> Stage:
     mixer_fwd, mlp_fwd = C.layer_block_times(m, g, t, lay.tp, lay.cp, gemm, core, elem)
     return Stage(
         layers=layers, compute_s=t_comp_mb, core_s=core, elementwise_s=elem, column_s=column, gemm_s=gemm,
-        tokens=tokens, act_bytes=2.0 * tokens * m.hidden, recompute_full=C.full_recompute_share(t),
+        tokens=tokens, act_bytes=2.0 * tokens * m.hidden, recompute_full=Fl.full_recompute_share(t),
         # With mp_comm_overlap the collectives are split into chunks pipelined with the GEMMs
         # that produce and consume them (Transformer Engine userbuffers, Megatron --tp-comm-overlap;
         # Wang et al. 2023, "Overlap communication with dependent computation").
         mp_overlap=jnp.where(t.mp_comm_overlap > 0, t.overlap_eta, 0.0),
         dualpipe=S.hides_dispatch(lay.schedule, lay.pp), moe=moe,
-        moe_layers=moe * layers * C.moe_layer_fraction(m), mixer_fwd_s=mixer_fwd, mlp_fwd_s=mlp_fwd,
+        moe_layers=moe * layers * Fl.moe_layer_fraction(m), mixer_fwd_s=mixer_fwd, mlp_fwd_s=mlp_fwd,
         mem=Mem.memory(m, lay, t, dp, n_micro, c.gpus_per_node))
 
 
@@ -144,7 +145,7 @@ def tensor_parallel(cfg: Config, st: Stage) -> Term:
     per_op = (t.recompute >= 1) & (t.selective_op > 0) & (t.seq_parallel > 0)
     sac_regather = (1.0 - st.recompute_full) * jnp.where(per_op, 0.5, 0.0)
     # A recomputed MLP or MoE layer runs its own forward collective again (model.recompute_modules).
-    module_tp = (1.0 - st.recompute_full) * Rm.repeated_tp_share(t, C.dense_mlp_fraction(m), C.moe_layer_fraction(m))
+    module_tp = (1.0 - st.recompute_full) * Rm.repeated_tp_share(t, Fl.dense_mlp_fraction(m), Fl.moe_layer_fraction(m))
     n_tp_forward = st.layers * (per_layer * (1.0 + st.recompute_full + sac_regather) + module_tp)
     tp_raw = (n_tp_forward + per_layer * st.layers) * tp_ar
     gemm_window = st.layers * (3.0 + st.recompute_full) * st.gemm_s

@@ -151,7 +151,7 @@ class Training(NamedTuple):
     fp8_attention: Array  # 1 = the fused attention core in FP8 where the GEMMs are (low_precision >= 1), model.attention
     fused_elementwise: Array  # 1 = norms, activation, RoPE as fused kernels (TE, Apex, XLA, torch.compile), 0 = eager PyTorch (model.eager)
     dropout: Array  # 1 = hidden and attention dropout on (masks kept for backward), 0 = none, as LLaMA-era recipes
-    low_precision: Array  # GEMMs in 0 bf16/fp16, 1 fp8 or MXFP8, 2 NVFP4 (config.schema.PRECISION)
+    low_precision: Array  # GEMMs in 0 bf16/fp16, 1 fp8 or MXFP8, 2 NVFP4 (config.choices.PRECISION)
     mxfp8: Array  # 1 = the fp8 GEMMs block-scaled (MXFP8: an E8M0 scale per 32 elements), 0 = per-tensor or blockwise
     grad_bytes: Array  # bytes per gradient element on the wire
     grad_compression: Array  # wire bytes / uncompressed bytes (1 = none)

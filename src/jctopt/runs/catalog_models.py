@@ -13,7 +13,7 @@ import functools
 import re
 from types import MappingProxyType
 
-from ..config.schema import load_option
+from ..config import load_option
 
 # Catalog key -> the model-column spellings it answers to (case and separators ignored). Llama
 # 3.1 and 3.3 keep Llama 3's shapes (Dubey et al. 2024, Table 3); DeepSeek-V3.1/V3.2 keep V3's.

@@ -10,8 +10,8 @@ import jax.numpy as jnp
 import pandas as pd
 from omegaconf import DictConfig
 
-from ..config.schema import RECOMPUTE as RECOMPUTE_LEVEL
-from ..config.schema import ConfigError, to_config
+from ..config import RECOMPUTE as RECOMPUTE_LEVEL
+from ..config import ConfigError, to_config
 from ..job.jct import Reason, estimate, unmasked_step
 from .cells import _blank, _int, _split_blank
 from .notes import (

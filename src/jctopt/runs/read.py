@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..config import ConfigError
 from ..config.resources import validation_file
-from ..config.schema import ConfigError
 
 DEFAULT_RUNS = "runs_dev.csv"  # shipped with the package (jctopt/data/validation/)
 

@@ -8,7 +8,7 @@ import re
 
 from omegaconf import DictConfig
 
-from ..config.schema import PRECISION, ConfigError, load_option
+from ..config import PRECISION, ConfigError, load_option
 from ..model.hybrid import pattern_counts
 from .catalog_models import (
     architecture_cells,

@@ -25,7 +25,7 @@ import pandas as pd
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from ..config.schema import (
+from ..config import (
     PRECISION,
     ConfigError,
     is_mxfp8,

@@ -8,7 +8,7 @@ import copy
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
-from ..config.schema import catalog_names, load_option, node_sizes
+from ..config import catalog_names, load_option, node_sizes
 from .engine import build, reduce_rows
 
 

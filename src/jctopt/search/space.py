@@ -25,7 +25,7 @@ from typing import Any, Mapping
 import numpy as np
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from ..config.schema import (
+from ..config import (
     PRECISION,
     ConfigError,
     as_dict,

@@ -32,8 +32,8 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 from rich.progress import track
 
+from ..config import ConfigError, catalog_names, load_option
 from ..config.resources import CALIBRATION_RECORD, CONF_DIR
-from ..config.schema import ConfigError, catalog_names, load_option
 from ..fit import calibrate as Cal
 from ..fit import uncertainty as U
 from ..fit.launch_fit import fit_moe_host

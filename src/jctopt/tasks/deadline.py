@@ -23,7 +23,7 @@ import pandas as pd
 from omegaconf import DictConfig
 from rich.console import Console
 
-from ..config.schema import ConfigError
+from ..config import ConfigError
 from ..fit import uncertainty as U
 from ..fit.risk import error_basis, log_quantiles, with_job_risk
 from ..search.grid import catalog, configured, search

@@ -11,7 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 from rich.table import Table
 
-from ..config.schema import to_config
+from ..config import to_config
 from ..fit.risk import with_job_risk
 from ..job.diagnosis import diagnose
 from ..job.jct import Reason, estimate

@@ -20,7 +20,7 @@ from omegaconf import DictConfig
 from rich.console import Console
 from rich.table import Table
 
-from ..config.schema import ConfigError, to_config
+from ..config import ConfigError, to_config
 from ..job.jct import Reason, estimate
 from ..search import gradient as G
 from ._output import pyplot, save_plot

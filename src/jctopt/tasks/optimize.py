@@ -33,7 +33,7 @@ from optuna.trial import TrialState
 from rich.console import Console
 from rich.progress import Progress
 
-from ..config.schema import PRECISION, ConfigError, is_mxfp8, to_config
+from ..config import PRECISION, ConfigError, is_mxfp8, to_config
 from ..job.jct import Reason, estimate_batch
 from ..model.schedules import SCHEDULES
 from ..model.types import FabricSpec, GPUSpec, Layout

@@ -18,7 +18,7 @@ from omegaconf import DictConfig
 from rich.console import Console
 from rich.table import Table
 
-from ..config.schema import ConfigError, as_dict, load_option
+from ..config import ConfigError, as_dict, load_option
 from ..fit.risk import p_cheaper, with_job_risk
 from ..search.grid import configured, search
 from ._output import LAYOUT_COLUMNS, json_row, layout_label, pyplot, save_plot

@@ -32,8 +32,8 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from ..config import ConfigError
 from ..config.resources import why_unwritable
-from ..config.schema import ConfigError
 from ..fit.risk import with_job_risk, with_step_interval
 from ..job.jct import Reason
 from ..search.engine import build, chunks_for_process, reduce_rows

@@ -19,9 +19,9 @@ from omegaconf import DictConfig
 from rich.console import Console
 from rich.table import Table
 
-from ..config.schema import ConfigError, to_config
+from ..config import ConfigError, to_config
 from ..fit.risk import with_job_risk
-from ..model import compute as C
+from ..model import flops as Fl
 from ..model import hybrid as Hy
 from ..search.grid import configured, search
 from ..search.space import int_axis
@@ -40,8 +40,8 @@ def dense_twin(cfg: DictConfig) -> DictConfig:
     router's; no all-to-all, no expert weights."""
     m = cfg.model
     c = to_config(cfg, layout=False).model
-    router = float(C.moe_layer_fraction(c)) * float(c.hidden) * float(c.n_experts)
-    per_mlp = (float(C.mlp_params_per_token(c)) - router) / float(Hy.mlp_share(c))
+    router = float(Fl.moe_layer_fraction(c)) * float(c.hidden) * float(c.n_experts)
+    per_mlp = (float(Fl.mlp_params_per_token(c)) - router) / float(Hy.mlp_share(c))
     width = per_mlp / ((2.0 + float(c.glu)) * float(c.hidden))
     pattern = None if m.layer_pattern is None else m.layer_pattern.replace(Hy.MOE, Hy.DENSE_MLP)
     return configured(cfg, model__name=f"{m.name} dense twin", model__n_experts=1, model__top_k=1,

@@ -1,0 +1,221 @@
+"""Value checks: ``check`` rejects an impossible value with a message that names the key, the value
+and what is allowed."""
+
+from __future__ import annotations
+
+import math
+
+from omegaconf import DictConfig, OmegaConf
+
+from ..model import hybrid, pipeline, recompute_modules, schedules
+from ..model import power as _power
+from .choices import PRECISION, RECOMPUTE, SELECTIVE_AC, is_mxfp8, runs_precision
+from .errors import _fail
+
+
+def check(cfg: DictConfig, layout: bool = True) -> None:
+    """Reject impossible values, naming the key, the value and what is allowed.
+
+    ``layout=False`` skips the ``layout`` group (a design space brings its own layouts)."""
+    positive = {
+        "model": ["n_layers", "hidden", "ffn_hidden", "n_heads", "vocab", "seq_len", "n_experts", "top_k"],
+        "gpu": ["peak_bf16_tflops", "hbm_gb", "hbm_tbps", "nvlink_gbps", "nvlink_domain", "tdp_w",
+                "matmul_eff", "matmul_half_dim", "attn_eff", "mem_eff", "nvlink_eff", "nvlink_latency_us", "ll_latency_us", "mtbf_gpu_h",
+                "host_link_gbps", "fp8_attn_speedup", "fp8_attn_speedup_gqa", "ssd_eff", "ssd_bwd_eff"],
+        "fabric": ["nic_gbit", "nic_eff", "latency_us", "host_copy_gbps", "mtbf_nic_h", "mtbf_switch_h"],
+        "cluster": ["gpus_per_node", "nics_per_node", "switch_radix", "mtbf_node_h",
+                    "storage_write_gbps", "storage_read_gbps", "staging_gbps", "power_frac", "pue"],
+        **({"layout": ["n_gpus", "tp", "pp", "cp", "ep", "vpp"]} if layout else {}),
+        "training": ["global_batch", "micro_batch", "grad_bytes", "grad_compression", "bucket_mparams",
+                     "zero3_collectives_per_layer", "logit_bytes"],
+        "job": ["tokens", "deadline_days"],
+    }
+    for group, keys in positive.items():
+        for key in keys:
+            value = cfg[group][key]
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                _fail(f"{group}.{key}", value, "a finite number > 0")
+    non_negative = {
+        "gpu": ["peak_fp8_tflops", "peak_fp4_tflops", "price_per_gpu_hour", "fp8_matmul_eff", "fused_attn_eff", "nvls_eff",
+                "host_mem_gb", "nvfp4_gemm_speedup", "mxfp8_gemm_ratio"],
+        "cluster": ["t_drain_s", "t_provision_s", "t_reinit_s", "jitter_cv", "serial_s_per_step",
+                    "init_s", "energy_price_kwh"],
+        "training": ["reserved_gb", "metric_loss_passes", "moe_host_s", "offload_layers"],
+    }
+    for group, keys in non_negative.items():
+        for key in keys:
+            value = cfg[group][key]
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                _fail(f"{group}.{key}", value, "a finite number >= 0")
+    for key in ("gpu.matmul_eff", "gpu.fp8_matmul_eff", "gpu.fused_attn_eff", "gpu.mem_eff", "gpu.nvlink_eff",
+                "gpu.nvls_eff", "fabric.nic_eff", "cluster.power_frac", "training.overlap_eta",
+                "training.zero3_overlap_eta", "training.grad_compression", "training.nvfp4_bf16_share"):
+        group, name = key.split(".")
+        value = cfg[group][name]
+        if not 0 <= value <= 1:
+            _fail(key, value, "a fraction in [0, 1]")
+    for key, one in (("cluster.oversubscription", "full bisection"), ("training.moe_imbalance", "forced balance")):
+        group, name = key.split(".")
+        value = cfg[group][name]
+        if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 1):
+            _fail(key, value, f"a finite number >= 1 (1 = {one})")
+    confidence = cfg.job.confidence
+    if not (isinstance(confidence, float) and 0.0 < confidence < 1.0):
+        _fail("job.confidence", confidence, "a probability strictly between 0 and 1")
+    limit = cfg.cluster.gpu_power_limit_w
+    if limit is not None and not (isinstance(limit, (int, float)) and math.isfinite(limit)
+                                  and _power.STATIC_W < limit):
+        _fail("cluster.gpu_power_limit_w", limit, f"watts above the static draw of {_power.STATIC_W:g} W "
+              "(_power.STATIC_W), or null for the GPU's TDP")
+    interval = cfg.job.ckpt_interval_s
+    if interval is not None and not (isinstance(interval, (int, float)) and math.isfinite(interval) and interval > 0):
+        _fail("job.ckpt_interval_s", interval, "seconds > 0, or null for Daly's optimum per configuration")
+
+    m, lay, tr, gpu, cl = cfg.model, cfg.layout, cfg.training, cfg.gpu, cfg.cluster
+    kv = m.n_kv_heads if m.n_kv_heads is not None else m.n_heads
+    if kv <= 0 or m.n_heads % kv:
+        _fail("model.n_kv_heads", m.n_kv_heads, f"a positive divisor of model.n_heads={m.n_heads}")
+    # Without a stated head_dim the head is hidden / n_heads; with one the query width n_heads x
+    # head_dim is its own (GLM-4.5: 96 heads on a hidden size of 5,120).
+    if m.head_dim is None and m.hidden % m.n_heads:
+        _fail("model.n_heads", m.n_heads, f"a divisor of model.hidden={m.hidden}, or state model.head_dim")
+    if m.top_k > m.n_experts:
+        _fail("model.top_k", m.top_k, f"<= model.n_experts={m.n_experts}")
+    for key in ("head_dim", "moe_ffn_hidden", "v_head_dim"):
+        if m[key] is not None and not m[key] > 0:
+            _fail(f"model.{key}", m[key], "a positive integer, or null")
+    for key in ("n_shared_experts", "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "mtp_layers"):
+        if not m[key] >= 0:
+            _fail(f"model.{key}", m[key], "an integer >= 0")
+    if m.moe_latent_size and not (m.n_experts > 1 and 0 < m.moe_latent_size < m.hidden):
+        _fail("model.moe_latent_size", m.moe_latent_size,
+              f"0, or below model.hidden={m.hidden} in an MoE model (model.n_experts > 1)")
+    if m.kv_lora_rank and not 0 <= m.qk_rope_head_dim < (m.head_dim or m.hidden // m.n_heads):
+        _fail("model.qk_rope_head_dim", m.qk_rope_head_dim, "below model.head_dim (the query/key head: nope + rope)")
+    _check_layer_pattern(m)
+    attention_layers = layer_counts(OmegaConf.to_container(m, resolve=True))["attention_layers"]
+    if m.attention_window < 0:
+        _fail("model.attention_window", m.attention_window, "a token count >= 0 (0: no windowed layer)")
+    if not 0 <= m.window_layers <= attention_layers or (m.window_layers > 0) != (m.attention_window > 0):
+        _fail("model.window_layers", m.window_layers,
+              f"0-{attention_layers} (the attention layers), > 0 exactly when model.attention_window > 0")
+    if not 0 <= m.n_dense_layers < m.n_layers or (m.n_dense_layers and m.n_experts == 1):
+        _fail("model.n_dense_layers", m.n_dense_layers,
+              f"0, or below model.n_layers={m.n_layers} in an MoE model (model.n_experts > 1)")
+    if tr.recompute not in RECOMPUTE:
+        _fail("training.recompute", tr.recompute, " | ".join(RECOMPUTE))
+    if tr.selective_ac not in SELECTIVE_AC:
+        _fail("training.selective_ac", tr.selective_ac, " | ".join(SELECTIVE_AC))
+    for module in tr.recompute_modules:
+        if module not in recompute_modules.MODULES:
+            _fail("training.recompute_modules", module, " | ".join(recompute_modules.MODULES))
+    if "mla_up_proj" in tr.recompute_modules and not m.kv_lora_rank:
+        others = " | ".join(name for name in recompute_modules.MODULES if name != "mla_up_proj")
+        _fail("training.recompute_modules", "mla_up_proj",
+              f"{others} (mla_up_proj needs multi-latent attention, model.kv_lora_rank > 0)")
+    if tr.precision not in PRECISION:
+        _fail("training.precision", tr.precision, " | ".join(PRECISION))
+    if not runs_precision(gpu, tr.precision):
+        supported = " | ".join(p for p in PRECISION if runs_precision(gpu, p))
+        cores = "block-scaled MXFP8 tensor cores: mxfp8_gemm_ratio 0" if is_mxfp8(tr.precision) else \
+            f"{tr.precision} tensor cores"
+        _fail("training.precision", tr.precision, f"{supported} (gpu={gpu.name} has no {cores})")
+    if tr.fp8_attention and PRECISION[tr.precision] == 0:
+        _fail("training.fp8_attention", tr.fp8_attention,
+              f"false with training.precision={tr.precision} (FP8 attention runs inside an fp8 recipe: "
+              "precision fp8, mxfp8 or nvfp4)")
+    if tr.fp8_attention and not (tr.flash_attention and tr.fused_attention):
+        _fail("training.fp8_attention", tr.fp8_attention,
+              "false unless training.flash_attention and training.fused_attention are true (FP8 attention "
+              "is Transformer Engine's cuDNN fused kernel)")
+    if tr.zero_stage not in (0, 1, 2, 3):
+        _fail("training.zero_stage", tr.zero_stage, "0, 1, 2 or 3")
+    if (allowed := node_sizes(gpu, cl.gpus_per_node)) is not None:
+        _fail("cluster.gpus_per_node", cl.gpus_per_node, allowed)
+    if layout:
+        check_layout(m.n_heads, m.n_layers, m.seq_len, m.n_experts, lay.n_gpus, lay.tp, lay.pp,
+                     lay.cp, lay.ep, lay.vpp, tr.global_batch, tr.micro_batch, lay.etp, lay.schedule,
+                     mamba_groups=m.mamba_groups if layer_counts(m)["mamba_layers"] else None)
+
+
+def _check_layer_pattern(m: DictConfig) -> None:
+    """A hybrid model's layer pattern: one symbol per layer (model.hybrid), dense MLP layers counted as
+    its n_dense_layers, routed ones only with experts, Mamba layers with a Mamba shape."""
+    pattern = m.layer_pattern
+    if pattern is None:
+        return
+    if not pattern or set(pattern) - set(hybrid.PATTERN_SYMBOLS):
+        _fail("model.layer_pattern", pattern, f"a string of {' '.join(hybrid.PATTERN_SYMBOLS)} (M Mamba-2, * attention, "
+              "- dense MLP, E routed experts), one per layer, without pipeline marks")
+    if len(pattern) != m.n_layers:
+        _fail("model.n_layers", m.n_layers, f"{len(pattern)}, the length of model.layer_pattern")
+    counts = hybrid.pattern_counts(pattern)
+    if hybrid.MOE in pattern and m.n_experts == 1:
+        _fail("model.layer_pattern", pattern, "without E (routed experts) when model.n_experts=1")
+    if m.n_experts > 1 and m.n_dense_layers != counts["dense_mlp_layers"]:
+        _fail("model.n_dense_layers", m.n_dense_layers, f"{counts['dense_mlp_layers']}, the - (dense MLP) layers "
+              "of model.layer_pattern")
+    if counts["mamba_layers"]:
+        for key in ("mamba_groups", "mamba_head_dim", "mamba_state"):
+            if not m[key] > 0:
+                _fail(f"model.{key}", m[key], "a positive integer")
+        if not m.mamba_heads > 0 or m.mamba_heads % m.mamba_groups:
+            _fail("model.mamba_heads", m.mamba_heads, f"a positive multiple of model.mamba_groups={m.mamba_groups}")
+
+
+def layer_counts(m: dict) -> dict[str, int]:
+    """Layers per kind (model.hybrid): from the pattern, or attention and MLP in every layer."""
+    if m.get("layer_pattern") is None:
+        return {"attention_layers": m["n_layers"], "mamba_layers": 0, "mlp_layers": m["n_layers"]}
+    counts = hybrid.pattern_counts(m["layer_pattern"])
+    return {k: counts[k] for k in ("attention_layers", "mamba_layers", "mlp_layers")}
+
+
+def node_sizes(gpu: DictConfig, gpus_per_node: int) -> str | None:
+    """What cluster.gpus_per_node may be with this GPU, or None when ``gpus_per_node`` is allowed:
+    a divisor of its NVLink domain; for a rack of compute trays (NVL72) the tray, whose hosts,
+    NICs and failures a node stands for (cluster=nvl72), or the whole domain as one node; for a
+    GPU sold in nodes of its domain (GH200's four) that node."""
+    if gpu.nvlink_domain % gpus_per_node:
+        return f"a divisor of gpu.nvlink_domain={gpu.nvlink_domain} (gpu={gpu.name})"
+    if gpu.tray_gpus and gpus_per_node not in (gpu.tray_gpus, gpu.nvlink_domain):
+        if gpu.tray_gpus == gpu.nvlink_domain:
+            return f"{gpu.tray_gpus} (gpu={gpu.name} comes in nodes of {gpu.tray_gpus})"
+        return (f"{gpu.tray_gpus} (gpu={gpu.name} is a rack of {gpu.tray_gpus}-GPU compute trays: cluster=nvl72) or "
+                f"{gpu.nvlink_domain} (the whole NVLink domain as one node)")
+    return None
+
+
+def check_layout(heads, layers, seq_len, experts, n_gpus, tp, pp, cp, ep, vpp, global_batch, micro_batch,
+                 etp=None, schedule="1f1b", mamba_groups=None):
+    """Raise ConfigError naming the first layout value that does not divide (or a schedule that
+    cannot run on it); ``etp`` None = tp; ``mamba_groups`` those of a model with Mamba-2 layers."""
+    etp = tp if etp is None else etp
+    if schedule not in schedules.SCHEDULES:
+        _fail("layout.schedule", schedule, " | ".join(schedules.SCHEDULES))
+    if heads % tp:
+        _fail("layout.tp", tp, f"a divisor of model.n_heads={heads}")
+    if mamba_groups is not None and mamba_groups % tp:
+        _fail("layout.tp", tp, f"a divisor of model.mamba_groups={mamba_groups} (Mamba-2 splits its groups over tp)")
+    if not pipeline.fits(layers, pp, vpp):
+        _fail("layout.pp", pp, f"pp x vpp (vpp={vpp}) at most model.n_layers + 2 = {layers + 2} "
+              "(every virtual stage holds a layer, the embedding or the loss)")
+    if vpp > 1 and pp == 1:
+        _fail("layout.vpp", vpp, "1 when layout.pp=1 (interleaving needs a pipeline)")
+    if seq_len % cp:
+        _fail("layout.cp", cp, f"a divisor of model.seq_len={seq_len}")
+    if experts % ep:
+        _fail("layout.ep", ep, f"a divisor of model.n_experts={experts}")
+    if n_gpus % (tp * pp * cp):
+        _fail("layout.n_gpus", n_gpus, f"a multiple of tp*pp*cp={tp * pp * cp}")
+    if etp < 1 or tp % etp:
+        _fail("layout.etp", etp, f"a divisor of layout.tp={tp} (expert tensor parallelism within the TP ranks)")
+    dp = n_gpus // (tp * pp * cp)
+    if (tp * cp * dp) % (etp * ep):
+        # MoE parallel folding: the stage's tp*cp*dp ranks split into etp x ep x edp (model.experts).
+        _fail("layout.ep", ep, f"a divisor of tp*cp*dp/etp={tp * cp * dp // etp} (etp={etp})")
+    if global_batch % (dp * micro_batch):
+        _fail("training.global_batch", global_batch,
+              f"a multiple of dp x micro_batch = {dp} x {micro_batch} = {dp * micro_batch}")
+    if (why := schedules.requirement(schedule, pp, vpp, global_batch // (dp * micro_batch))) is not None:
+        _fail("layout.schedule", schedule, f"a schedule that runs here: {schedule} needs {why}")
