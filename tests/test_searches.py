@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from jctopt.config import to_config
-from jctopt.fit.risk import with_risk
+from jctopt.job.risk import with_risk
 from jctopt.search.grid import configured, search
 from jctopt.tasks import deadline, procure, syncwall
 

@@ -16,8 +16,8 @@ import pytest
 import jctopt
 from jctopt import ConfigError
 from jctopt.config import check_layout
-from jctopt.fit import risk as _risk
-from jctopt.fit import uncertainty as U
+from jctopt.job import risk as _risk
+from jctopt.job import uncertainty as U
 from jctopt.search.engine import TRACES, build
 from jctopt.search.grid import configured
 from jctopt.search.space import int_axis
@@ -245,7 +245,7 @@ def test_int_axis_forms():
 SHARDED = """
 import sys, jax, pandas as pd
 import jctopt
-from jctopt.fit import risk as _risk
+from jctopt.job import risk as _risk
 from jctopt.tasks.sweep import run_sweep
 assert len(jax.devices()) == 2
 cfg = jctopt.compose(sys.argv[2:])

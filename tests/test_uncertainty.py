@@ -1,13 +1,13 @@
-"""Model error x failure randomness (jctopt.fit.uncertainty, tasks._risk) against hand values."""
+"""Model error x failure randomness (jctopt.job.uncertainty, tasks._risk) against hand values."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
 import jctopt
-from jctopt.fit import risk as _risk
-from jctopt.fit import uncertainty as U
 from jctopt.job import failure_time as F
+from jctopt.job import risk as _risk
+from jctopt.job import uncertainty as U
 from jctopt.tasks.calibrate import held_out_coverage, model_error
 
 

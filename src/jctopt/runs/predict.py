@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 from omegaconf import DictConfig
 
-from ..fit.risk import check_confidence, error_basis, log_quantiles
-from ..fit.uncertainty import step_interval
 from ..job.jct import STEP_PARTS, Reason, estimate_batch, unmasked_step
+from ..job.risk import check_confidence, error_basis, log_quantiles
+from ..job.uncertainty import step_interval
 from ..model.compute import dense_peak_tflops
 from ..model.types import stack
 from .place import place_rows
@@ -46,7 +46,7 @@ def run_validate(cfg: DictConfig, runs: Path) -> pd.DataFrame:
             if reasons[j] != "OK":
                 df.loc[i, "model_reason"] = reasons[j]
     # The central interval at job.confidence of each prediction, from the model's left-out error
-    # for what it rests on (fit.risk: the GPU type's own rows or its specs, or the MoE runs).
+    # for what it rests on (job.risk: the GPU type's own rows or its specs, or the MoE runs).
     df["predicted_lo_s"] = df["predicted_hi_s"] = np.nan
     bases = pd.Series([error_basis(g, m) for g, m in zip(df.gpu.astype(str), df.moe)], index=df.index)
     df = df.drop(columns="moe")

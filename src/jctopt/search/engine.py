@@ -29,15 +29,13 @@ from ..config import (
     PRECISION,
     ConfigError,
     is_mxfp8,
-    load_option,
-    recompute_choice,
     to_config,
 )
 from ..job.jct import Estimate, Reason, estimate
-from ..model import recompute_modules as Rm
 from ..model.schedules import SCHEDULES
 from ..model.types import Config, FabricSpec, GPUSpec, Layout
 from .space import INNER_AXES, SPLIT_AXES, Space, build_space
+from .tables import catalog_arrays, ckpt_arrays, recompute_tables, with_choices
 
 KEEP_MODES = ("feasible", "all", "top_k", "pareto", "best_per_group")
 OBJECTIVES = ("cost_usd", "jct_s", "energy_kwh", "energy_usd", "gpu_hours")
@@ -67,43 +65,6 @@ class Rows(NamedTuple):
 
     count_idx: jax.Array  # (rows,) int32 index into Tables.n_gpus
     split_idx: jax.Array  # (rows,) int32 index into Tables.splits
-
-
-def _stack(group: str, names: list[str], cls, dtype, overrides: dict | None = None) -> NamedTuple:
-    """Catalog entries as one pytree of (len(names),) arrays, with ``overrides[name][field]``."""
-    overrides = overrides or {}
-    confs = [load_option(group, n) for n in names]
-    return cls(**{f: jnp.asarray([float(overrides.get(n, {}).get(f, c[f])) for n, c in zip(names, confs)],
-                                 dtype=dtype) for f in cls._fields})
-
-
-def ckpt_arrays(intervals_s, dtype) -> tuple[jax.Array, jax.Array]:
-    """(ckpt_auto, ckpt_interval_s) model inputs from intervals in s, NaN meaning Daly's optimum."""
-    auto = [1.0 if math.isnan(c) else 0.0 for c in intervals_s]
-    return jnp.asarray(auto, dtype), jnp.asarray([1.0 if math.isnan(c) else c for c in intervals_s], dtype)
-
-
-def with_choices(base: Config, gpu: GPUSpec, fabric: FabricSpec, layout: Layout, *, global_batch, micro_batch,
-                 recompute, zero_stage, low_precision, mxfp8, ckpt_auto, ckpt_interval_s,
-                 recompute_modules=None) -> Config:
-    """``base`` with the choices of one design-space point (scalars) or of a batch ((n,) arrays);
-    ``recompute_modules``: the module flags ((..., len(MODULES)), model.recompute_modules), None keeps the base's."""
-    modules = {} if recompute_modules is None else {
-        f"recompute_{name}": recompute_modules[..., i] for i, name in enumerate(Rm.MODULES)}
-    return base._replace(
-        gpu=gpu, fabric=fabric, layout=layout,
-        train=base.train._replace(global_batch=global_batch, micro_batch=micro_batch, recompute=recompute,
-                                  zero_stage=zero_stage, low_precision=low_precision, mxfp8=mxfp8, **modules),
-        job=base.job._replace(ckpt_auto=ckpt_auto, ckpt_interval_s=ckpt_interval_s),
-    )
-
-
-def recompute_tables(choices: list[str], base: Config, dtype) -> tuple[jax.Array, jax.Array]:
-    """(Training.recompute, module flags) of each recompute choice; plain ``selective`` keeps the
-    base configuration's modules (training.recompute_modules)."""
-    base_modules = [name for name in Rm.MODULES if float(getattr(base.train, f"recompute_{name}")) > 0]
-    parsed = [recompute_choice("space.recompute", c, base_modules) for c in choices]
-    return jnp.asarray([p[0] for p in parsed], dtype), jnp.asarray([p[1] for p in parsed], dtype)
 
 
 def chunks_for_process(n_chunks: int, process_index: int, process_count: int) -> range:
@@ -301,8 +262,8 @@ class Engine:
         ckpt_auto, ckpt_s = ckpt_arrays(inner["ckpt_interval_s"], f)
         recompute, recompute_modules = recompute_tables(inner["recompute"], base, f)
         tables = Tables(
-            gpu=_stack("gpu", inner["gpu"], GPUSpec, f, space.gpu_overrides),
-            fabric=_stack("fabric", inner["fabric"], FabricSpec, f),
+            gpu=catalog_arrays("gpu", inner["gpu"], GPUSpec, f, space.gpu_overrides),
+            fabric=catalog_arrays("fabric", inner["fabric"], FabricSpec, f),
             n_gpus=jnp.asarray(space.n_gpus, f),
             splits={k: jnp.asarray(v, f) for k, v in space.splits.items()},
             low_precision=jnp.asarray([PRECISION[p] for p in inner["precision"]], f),

@@ -142,7 +142,7 @@ def _recompute_choices(values: Any, model: DictConfig) -> list[str]:
     return values
 
 
-def _ckpt_values(values: Any) -> list[float]:
+def ckpt_values(values: Any) -> list[float]:
     """Checkpoint intervals in s; NaN stands for 'optimal' (Daly, per configuration)."""
     out = []
     for v in list(values):
@@ -263,7 +263,7 @@ def build_space(space: DictConfig, model: DictConfig, global_batch: int, gpus_pe
         "precision": _choices("precision", space.precision, tuple(PRECISION)),
         "recompute": _recompute_choices(space.recompute, model),
         "zero_stage": _choices("zero_stage", space.zero_stage, (0, 1, 2, 3)),
-        "ckpt_interval_s": _ckpt_values(space.ckpt_interval_s),
+        "ckpt_interval_s": ckpt_values(space.ckpt_interval_s),
     }
     proto = Space(space.name, n_gpus, splits, int(global_batch) if fixed else None, inner,
                   np.zeros(n_gpus.size, np.int64), np.zeros(n_gpus.size + 1, np.int64))

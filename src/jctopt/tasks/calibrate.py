@@ -35,8 +35,8 @@ from rich.progress import track
 from ..config import ConfigError, catalog_names, load_option
 from ..config.resources import CALIBRATION_RECORD, CONF_DIR
 from ..fit import calibrate as Cal
-from ..fit import uncertainty as U
 from ..fit.launch_fit import fit_moe_host
+from ..job import uncertainty as U
 from ..model.types import stack
 from ..runs import place_rows, read_runs, run_validate, runs_path
 
@@ -173,7 +173,7 @@ COVERAGE_LEVELS = (0.5, 0.8, 0.9)
 
 def model_error(records: pd.DataFrame) -> dict:
     """The model's step-time error on runs it was not fitted to, per basis: weighted quantiles
-    of log(measured / predicted) at ``fit.uncertainty.LEVELS`` (sources weigh the same, as in the
+    of log(measured / predicted) at ``job.uncertainty.LEVELS`` (sources weigh the same, as in the
     fit), and checks of their coverage on groups they were not taken from (``held_out_coverage``).
     ``coverage_loso``: each source's runs against the quantiles of every other source, the
     situation of a new source (the shipped quantiles come from all but it); ``coverage_two_fold``:
@@ -217,7 +217,7 @@ def moe_error(cfg: DictConfig) -> dict:
     """The model's step-time error for mixture-of-experts models: validate's predictions of the
     MoE runs, to which no efficiency is fitted (they are not calibration runs; only the launch
     floor ``moe_host_s`` is, by ``fit.launch_fit``), with the catalogs as they stand when it runs;
-    quantiles at ``fit.uncertainty.LEVELS`` with every source weighing the same, and their coverage
+    quantiles at ``job.uncertainty.LEVELS`` with every source weighing the same, and their coverage
     of each source from the others' (``held_out_coverage``)."""
     df = pd.concat([run_validate(cfg, runs_path(f)) for f in MOE_RUNS], ignore_index=True)
     df = df[(df.predicted_iter_time_s > 0) & (df.measured_iter_time_s > 0)]

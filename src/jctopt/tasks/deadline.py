@@ -1,6 +1,6 @@
 """`jctopt task=deadline`: the cheapest configuration whose expected JCT (failures included)
 meets ``job.deadline_days``, the cheapest that meets it with probability ``job.confidence``
-(model error and failures combined, ``fit.risk``), and the cost-time Pareto frontier.
+(model error and failures combined, ``job.risk``), and the cost-time Pareto frontier.
 
 The expected-JCT answer is exact over the grid from one pass: the cheapest configuration
 under any deadline lies on the (JCT, cost) frontier (whatever dominates it also meets the
@@ -24,8 +24,8 @@ from omegaconf import DictConfig
 from rich.console import Console
 
 from ..config import ConfigError
-from ..fit import uncertainty as U
-from ..fit.risk import error_basis, log_quantiles, with_job_risk
+from ..job import uncertainty as U
+from ..job.risk import error_basis, log_quantiles, with_job_risk
 from ..search.grid import catalog, configured, search
 from ..search.space import int_axis
 from ._output import json_row, layout_label, pyplot, save_plot
@@ -33,7 +33,7 @@ from ._output import json_row, layout_label, pyplot, save_plot
 
 def frontier(cfg: DictConfig) -> pd.DataFrame:
     """The cost-time Pareto frontier of each GPU type of ``cfg.space``, fastest first, with
-    ``days``, ``meets_deadline`` (expected JCT), the risk columns of ``fit.risk.with_risk`` and
+    ``days``, ``meets_deadline`` (expected JCT), the risk columns of ``job.risk.with_risk`` and
     ``meets_with_confidence``; ``on_frontier`` marks the points no other type's point
     dominates (the frontier of the whole space)."""
     parts = [search(configured(cfg, space__gpu=[gpu]), "pareto", "cost_usd") for gpu in cfg.space.gpu]

@@ -12,9 +12,9 @@ from rich.console import Console
 from rich.table import Table
 
 from ..config import to_config
-from ..fit.risk import with_job_risk
 from ..job.diagnosis import diagnose
 from ..job.jct import Reason, estimate
+from ..job.risk import with_job_risk
 
 STEP_ROWS = [
     ("compute_s", "compute (fwd + bwd + recompute, slowest stage)"),
@@ -35,7 +35,7 @@ STEP_ROWS = [
 
 def run_estimate(cfg: DictConfig) -> pd.DataFrame:
     """Evaluate one configuration; one row with every output (SI units: s, bytes, USD), with
-    intervals at ``job.confidence`` and P(JCT <= job.deadline_days) (``fit.risk.with_risk``)."""
+    intervals at ``job.confidence`` and P(JCT <= job.deadline_days) (``job.risk.with_risk``)."""
     config = to_config(cfg)
     est = estimate(config)
     row = {k: np.asarray(v).item() for k, v in est._asdict().items()}

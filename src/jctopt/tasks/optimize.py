@@ -37,16 +37,16 @@ from ..config import PRECISION, ConfigError, is_mxfp8, to_config
 from ..job.jct import Reason, estimate_batch
 from ..model.schedules import SCHEDULES
 from ..model.types import FabricSpec, GPUSpec, Layout
-from ..search.engine import _stack, ckpt_arrays, recompute_tables, with_choices
 from ..search.space import (
     OPTIMAL,
-    _ckpt_values,
     build_space,
+    ckpt_values,
     etp_axis,
     gpu_overrides,
     int_axis,
     schedule_axis,
 )
+from ..search.tables import catalog_arrays, ckpt_arrays, recompute_tables, with_choices
 
 PENALTY = 1e30  # objective of a masked configuration (ranked below every real one)
 INT_AXES = ("n_gpus", "tp", "pp", "cp", "ep", "vpp", "micro_batch")
@@ -64,7 +64,7 @@ def search_axes(cfg: DictConfig) -> dict[str, list]:
     if s.accum is not None:
         axes["accum"] = int_axis("accum", s.accum).tolist()
     axes.update(recompute=list(s.recompute), zero_stage=list(s.zero_stage), precision=list(s.precision),
-                ckpt_interval_s=[OPTIMAL if math.isnan(v) else v for v in _ckpt_values(s.ckpt_interval_s)])
+                ckpt_interval_s=[OPTIMAL if math.isnan(v) else v for v in ckpt_values(s.ckpt_interval_s)])
     return axes
 
 
@@ -75,8 +75,8 @@ class Evaluator:
         self.base = to_config(cfg, layout=False)
         self.axes, self.batch_size = axes, batch_size
         self.global_batch = int(cfg.training.global_batch)
-        self.gpu = _stack("gpu", axes["gpu"], GPUSpec, jnp.float64, gpu_overrides(cfg.space, axes["gpu"]))
-        self.fabric = _stack("fabric", axes["fabric"], FabricSpec, jnp.float64)
+        self.gpu = catalog_arrays("gpu", axes["gpu"], GPUSpec, jnp.float64, gpu_overrides(cfg.space, axes["gpu"]))
+        self.fabric = catalog_arrays("fabric", axes["fabric"], FabricSpec, jnp.float64)
         self.recompute, self.recompute_modules = recompute_tables(axes["recompute"], self.base, jnp.float64)
 
     def __call__(self, params: list[dict]) -> pd.DataFrame:

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..config import ConfigError, as_dict, load_option
-from ..fit.risk import p_cheaper, with_job_risk
+from ..job.risk import p_cheaper, with_job_risk
 from ..search.grid import configured, search
 from ._output import LAYOUT_COLUMNS, json_row, layout_label, pyplot, save_plot
 

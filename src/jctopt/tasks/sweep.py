@@ -34,8 +34,8 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 
 from ..config import ConfigError
 from ..config.resources import why_unwritable
-from ..fit.risk import with_job_risk, with_step_interval
 from ..job.jct import Reason
+from ..job.risk import with_job_risk, with_step_interval
 from ..search.engine import build, chunks_for_process, reduce_rows
 
 REDUCTIONS = ("top_k", "pareto", "best_per_group")

@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..config import ConfigError, to_config
-from ..fit.risk import with_job_risk
+from ..job.risk import with_job_risk
 from ..model import flops as Fl
 from ..model import hybrid as Hy
 from ..search.grid import configured, search
@@ -91,7 +91,7 @@ def run_syncwall(cfg: DictConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
     points = pd.concat(parts, ignore_index=True)
     points["gpu"], points["fabric"] = points.gpu.astype(str), points.fabric.astype(str)
     points = points.sort_values(CURVE + ["n_gpus"], ignore_index=True)
-    if not points.empty:  # each point's interval at job.confidence (fit.risk)
+    if not points.empty:  # each point's interval at job.confidence (job.risk)
         points = with_job_risk(cfg, points)
     points["days"] = points.jct_s / 86400.0
     points["marginal_eff"] = np.nan

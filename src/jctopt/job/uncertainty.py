@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..job import failure_time as F
+from . import failure_time as F
 
 # Levels of the stored log-error quantiles; the 20 equiprobable nodes' midpoints
 # (j + 1/2) / 20 run from 0.025 to 0.975, so nothing is extrapolated.

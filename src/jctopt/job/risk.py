@@ -1,4 +1,4 @@
-"""Intervals and deadline probabilities for the tasks' result tables (``fit.uncertainty`` on rows).
+"""Intervals and deadline probabilities for the tasks' result tables (``job.uncertainty`` on rows).
 
 The model error a row gets depends on what its prediction rests on: ``rows`` where the GPU
 type's values were fitted to its own measured runs, ``specs`` otherwise (the calibration
