@@ -75,6 +75,7 @@ def test_validate_names_what_is_wrong_with_a_whole_file(compose, tmp_path, kind,
         runs_predict.run_validate(compose("task=validate"), path)
 
 
+@pytest.mark.slow
 def test_validate_reads_column_names_in_any_case(compose, tmp_path):
     from jctopt.runs import predict as runs_predict
 
@@ -89,6 +90,7 @@ def test_validate_reads_column_names_in_any_case(compose, tmp_path):
                                                                    nan_ok=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("column", ["num_gpus", "tp", "hidden", "measured_iter_time_s"])
 def test_validate_text_in_a_numeric_column_costs_that_row_only(compose, tmp_path, column):
     from jctopt.runs import predict as runs_predict
@@ -142,6 +144,7 @@ def test_optimize_storage_that_cannot_hold_the_study_names_the_forms(compose, ur
                                       "optimize.progress=false"))
 
 
+@pytest.mark.slow
 def test_sqlite_storage_creates_its_directory(compose, tmp_path):
     from jctopt.tasks import optimize
 
@@ -193,6 +196,7 @@ def test_cli_names_the_bad_key_and_what_is_allowed(tmp_path, args, message):
     assert message in out.stderr
 
 
+@pytest.mark.slow
 def test_a_bad_job_of_a_multirun_is_reported_and_the_others_run(tmp_path):
     out = _cli(tmp_path, "-m", "task=estimate", "layout.n_gpus=1000,512")
     assert out.returncode == 2 and "Traceback" not in out.stderr
@@ -202,6 +206,7 @@ def test_a_bad_job_of_a_multirun_is_reported_and_the_others_run(tmp_path):
     assert (tmp_path / "multi" / "1" / "estimate.json").is_file()
 
 
+@pytest.mark.slow
 def test_procure_when_nothing_fits_says_so_and_still_plots(compose, tmp_path):
     cfg = compose("task=procure", "model=gpt_1008b", "space.n_gpus=[64]", "sweep.progress=false")
     df = procure.run_procure(cfg)
@@ -210,6 +215,7 @@ def test_procure_when_nothing_fits_says_so_and_still_plots(compose, tmp_path):
     assert procure.plot(df, 30.0, tmp_path / "p.png").stat().st_size > 0
 
 
+@pytest.mark.slow
 def test_syncwall_when_nothing_fits_says_so(compose, tmp_path, capsys):
     syncwall.main(compose("task=syncwall", "model=gpt_1008b", "syncwall.n_gpus=[64]", "sweep.progress=false"), tmp_path)
     assert "nothing fits: no configuration of gpt_1008b runs at syncwall.n_gpus=[64]" in " ".join(capsys.readouterr().out.split())

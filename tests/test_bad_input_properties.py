@@ -33,6 +33,7 @@ def validate_cfg():
     return jctopt.compose(["task=validate"])
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(edits=edits, drop=st.lists(st.sampled_from(list(ROWS.columns)), max_size=2))
 def test_validate_on_a_malformed_file_names_the_file_or_the_row(validate_cfg, tmp_path_factory, edits, drop):
@@ -93,6 +94,7 @@ def _override(key, value):
     return f"space.{key}='{value}'" if isinstance(value, str) else f"space.{key}={value}"
 
 
+@pytest.mark.slow
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(specs=specs)
 def test_sweep_cli_on_a_generated_space_exits_0_or_2_without_a_traceback(tmp_path_factory, specs):

@@ -36,6 +36,7 @@ def h100(config):
                   "training.global_batch=1536")
 
 
+@pytest.mark.slow
 def test_batched_equals_per_configuration(h100):
     variants = _variants(h100)
     batched = jctopt.estimate_batch(_stack(variants))
@@ -47,6 +48,7 @@ def test_batched_equals_per_configuration(h100):
     assert np.asarray(batched.feasible).sum() >= 3  # the batch mixes feasible and masked rows
 
 
+@pytest.mark.slow
 def test_one_compilation_serves_every_batch(h100):
     traces = []
 
@@ -73,6 +75,7 @@ CONTINUOUS = {  # group -> fields that must have finite gradients
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ckpt_auto", [0.0, 1.0])
 def test_gradients_finite_and_correct(h100, ckpt_auto):
     base = h100._replace(job=h100.job._replace(ckpt_auto=jnp.asarray(ckpt_auto),
@@ -110,6 +113,7 @@ def test_masked_rows_have_reason_inf_and_finite_gradients(config):
     assert Reason(int(jctopt.estimate(bad).reason)) == Reason.LAYOUT
 
 
+@pytest.mark.slow
 def test_no_overflow_at_scale_and_float32_agrees(config):
     # 16k GPUs x 1e15 FLOP/s, 1T parameters: no overflow, nothing non-finite on a feasible row.
     cfg = config("gpu=b200", "fabric=ib_xdr800", "model=gpt_1008b", "layout.n_gpus=16384",

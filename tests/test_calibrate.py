@@ -21,6 +21,7 @@ def problem(compose):
     return problem, records
 
 
+@pytest.mark.slow
 def test_zero_offsets_are_the_catalog(problem):
     prior = Cal.catalog_values(problem[0])
     z = jnp.zeros(Cal.n_unknowns(problem[0].dies))
@@ -59,6 +60,7 @@ def test_source_weights_equal_per_source():
     np.testing.assert_allclose(w, [1 / 6, 1 / 6, 1 / 6, 1 / 2])
 
 
+@pytest.mark.slow
 def test_fit_recovers_known_parameters(problem):
     """Step times generated from known parameters: the fit from the catalog values brings the
     error to ~0 and finds the parameters that the rows constrain."""
@@ -82,6 +84,7 @@ def test_fit_recovers_known_parameters(problem):
     assert float(fitted["training"]["zero3_overlap_eta"]) == pytest.approx(0.5, abs=0.1)
 
 
+@pytest.mark.slow
 def test_calibration_lowers_error_on_published_runs(compose, problem):
     """A fit to runs_dev.csv lowers its median error well below the spec values', and comes
     within 0.25 points of the shipped catalog (fitted to runs_dev.csv and runs_dev2.csv)."""
@@ -146,6 +149,7 @@ def test_set_values_keeps_other_lines_and_comments(tmp_path):
     assert line.count("spec 0.8") == 1 and line.count("calibrated") == 1 and "MAMF 0.8" in line
 
 
+@pytest.mark.slow
 def test_left_out_predictions_never_see_the_left_out_rows(compose, tmp_path):
     """Scaling the measured times of one source (here also the only one on its die) moves the
     fit but must leave its leave-one-source-out and leave-one-die-out predictions unchanged:

@@ -12,6 +12,7 @@ def _run(*args, cwd):
                           cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_estimate_prints_breakdown_and_writes_json(tmp_path):
     out = _run("task=estimate", f"hydra.run.dir={tmp_path}/run", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
@@ -25,6 +26,7 @@ def test_estimate_prints_breakdown_and_writes_json(tmp_path):
     assert record["config"]["layout"]["pp"] == 16
 
 
+@pytest.mark.slow
 def test_help_and_cfg_job(tmp_path):
     assert _run("--help", cwd=tmp_path).returncode == 0
     out = _run("--cfg", "job", cwd=tmp_path)

@@ -26,6 +26,7 @@ def _daly_exact_optimum(delta, mtbf):
     return 0.5 * (lo + hi)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("overrides", [(), ("cluster.storage_write_gbps=20",), ("cluster.mtbf_node_h=2000",)])
 def test_gradient_checkpoint_interval_is_dalys_optimum(config, overrides):
     cfg = config("task=estimate", *overrides)
@@ -46,6 +47,7 @@ def test_bandwidth_threshold_hits_the_target(base):
     assert float(lower) > 0.25
 
 
+@pytest.mark.slow
 def test_relaxed_sync_wall_is_a_minimum_and_rounds_to_a_valid_count(base):
     n = G.sync_wall(base)
     jct = lambda x: float(G._jct_at(base, x))  # noqa: E731
@@ -55,6 +57,7 @@ def test_relaxed_sync_wall_is_a_minimum_and_rounds_to_a_valid_count(base):
     assert valid in G.valid_gpu_counts(base).tolist()
 
 
+@pytest.mark.slow
 def test_fewest_gpus_for_deadline(compose):
     out, sens = gradient.run_gradient(compose("task=estimate", "job.deadline_days=30"))
     n = out["min_gpus_for_deadline"]
@@ -66,6 +69,7 @@ def test_fewest_gpus_for_deadline(compose):
     assert not (bool(est.feasible) and float(est.jct_s) <= 30 * 86400)  # one fewer step misses it
 
 
+@pytest.mark.slow
 def test_sensitivity_against_closed_form_and_finite_differences(base):
     rows = {r["input"]: r for r in G.sensitivity(base)}
     est = jctopt.estimate(base)
@@ -82,6 +86,7 @@ def test_sensitivity_against_closed_form_and_finite_differences(base):
     assert "layout.tp" not in rows and "training.recompute" not in rows  # discrete choices excluded
 
 
+@pytest.mark.slow
 def test_gradient_task_writes_outputs(compose, tmp_path):
     gradient.main(compose("task=estimate"), tmp_path)
     import json

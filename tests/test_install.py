@@ -89,6 +89,7 @@ def test_cache_dir_setting(monkeypatch, tmp_path):
     assert _cache.cache_dir(str(tmp_path / "x")) == tmp_path / "x"
 
 
+@pytest.mark.slow
 def test_repeated_run_loads_its_kernels_from_the_cache(tmp_path):
     cache = tmp_path / "cache"
     first = _cli("task=estimate", f"compile_cache={cache}", f"hydra.run.dir={tmp_path}/a", cwd=tmp_path)
@@ -101,6 +102,7 @@ def test_repeated_run_loads_its_kernels_from_the_cache(tmp_path):
     assert _answer(tmp_path / "a") == _answer(tmp_path / "b")
 
 
+@pytest.mark.slow
 def test_corrupt_unwritable_or_disabled_cache_still_answers(tmp_path):
     cache = tmp_path / "cache"
     good = _cli("task=estimate", f"compile_cache={cache}", f"hydra.run.dir={tmp_path}/good", cwd=tmp_path)

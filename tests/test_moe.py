@@ -195,6 +195,7 @@ def test_folded_experts_stay_whole_on_fewer_tokens(config):
     assert float(unfolded) == pytest.approx(float(qkv + 3 / 61 * dense + 58 / 61 * (split + shared)), rel=1e-12)
 
 
+@pytest.mark.slow
 def test_deepseek_v3_sweep_file_puts_the_all_to_all_on_nvlink_in_an_nvl72_rack(compose, tmp_path):
     """conf/space/deepseek_v3_b200_vs_gb200.yaml at 256 GPUs: for every layout both GPUs run,
     GB200's EP all-to-all (inside the 72-GPU NVLink domain) costs less than B200's wherever the

@@ -21,6 +21,7 @@ def _run(compose, storage, *extra):
     return optimize.run_optimize(compose(*TINY, f"optimize.storage={storage}", *extra))
 
 
+@pytest.mark.slow
 def test_single_objective_finds_the_grid_optimum(compose, tmp_path):
     study, df = _run(compose, f"journal:{tmp_path}/j.log", "optimize.n_trials=200")
     assert len(df) == 200 and (df.state == "COMPLETE").all()
@@ -32,6 +33,7 @@ def test_single_objective_finds_the_grid_optimum(compose, tmp_path):
     assert set(df.reason) <= {"OK", "LAYOUT", "MEMORY", "PRECISION_UNSUPPORTED", "FAILURES"} and "LAYOUT" in set(df.reason)
 
 
+@pytest.mark.slow
 def test_fixed_seed_is_reproducible(compose, tmp_path):
     _, a = _run(compose, f"journal:{tmp_path}/a.log", "optimize.n_trials=96", "optimize.seed=3")
     _, b = _run(compose, f"journal:{tmp_path}/b.log", "optimize.n_trials=96", "optimize.seed=3")
@@ -69,6 +71,7 @@ optimize.run_optimize(cfg)
 """
 
 
+@pytest.mark.slow
 def test_two_workers_share_one_study(tmp_path):
     log = str(tmp_path / "shared.log")
     args = TINY + ["optimize.n_trials=160", "optimize.study_name=shared"]
@@ -95,6 +98,7 @@ def test_optimize_task_writes_trials(compose, tmp_path):
     assert len(back) == len(df) == 64 and "params_gpu" in back and "cost_usd" in back
 
 
+@pytest.mark.slow
 def test_interrupted_study_resumes_to_the_uninterrupted_answer(compose, tmp_path):
     """A real SIGINT mid-study, then the same command: the batch in flight is finished and told
     before the process stops, only finished trials count, and the answer is the grid optimum

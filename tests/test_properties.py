@@ -34,6 +34,7 @@ recomputes = st.integers(0, 2)
 factors = st.floats(1.0, 8.0)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(layout=layouts, zero=zeros, recompute=recomputes, f_nic=factors, f_nv=factors, f_hbm=factors,
        f_storage=factors)
@@ -48,6 +49,7 @@ def test_more_bandwidth_never_increases_jct(base, layout, zero, recompute, f_nic
         assert float(after.jct_s) <= float(before.jct_s) * (1 + 1e-12)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(layout=layouts, zero=zeros, recompute=recomputes, f=st.floats(1.0, 50.0), auto=st.booleans())
 def test_higher_failure_rate_never_decreases_jct(base, layout, zero, recompute, f, auto):
@@ -88,6 +90,7 @@ def _grad_descent_interval(ckpt_s, mtbf_s, restart_s, steps=60):
     return float(jnp.exp(x))
 
 
+@pytest.mark.slow
 @settings(max_examples=15, deadline=None)
 @given(ckpt_s=st.floats(5.0, 300.0), mtbf_h=st.floats(2.0, 200.0), restart_s=st.floats(0.0, 1800.0))
 def test_gradient_optimal_interval_matches_young_daly(ckpt_s, mtbf_h, restart_s):

@@ -174,6 +174,7 @@ def test_expert_inputs_are_cast_once_per_routed_copy(config):
     assert float(Fl.mlp_input_width_per_token(v3)) == pytest.approx((3 / 61 + 58 / 61 * 9) * 7168, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_a_sweep_masks_mxfp8_on_hopper_and_prices_it_on_blackwell(compose, tmp_path):
     """A sweep over H100 and B200, fp8 and MXFP8: every H100 MXFP8 point is masked with
     PRECISION_UNSUPPORTED, its fp8 points are not; on the B200 each MXFP8 step is its fp8 step

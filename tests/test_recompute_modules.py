@@ -150,6 +150,7 @@ SPACE = (*DSV3[:4], f"training.global_batch={GBS}", "training.flash_attention=tr
          "sweep.keep=all")
 
 
+@pytest.mark.slow
 def test_the_space_searches_module_lists(compose, config, tmp_path):
     """A recompute entry names its modules (``selective:moe,core_attn``); plain ``selective``
     takes the training config's. Every row equals the scalar estimate of its configuration."""
@@ -183,6 +184,7 @@ def test_bad_space_recompute_entries_name_the_key(compose, entry, needle):
         build(compose("model=llama3_8b", "training.global_batch=64", "space.recompute=['selective:mla_up_proj']"))
 
 
+@pytest.mark.slow
 def test_a_run_that_does_not_fit_is_told_which_modules_make_it_fit(config):
     """DeepSeek-V3 on 1024 H100 (pp 16, ep 64) with the attention core recomputed needs 116 GB
     per GPU; recomputing Megatron's light modules too (MLA's up-projections, the norms, the

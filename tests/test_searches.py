@@ -28,6 +28,7 @@ def _ok(df, days=np.inf):
     return df[(df.reason == "OK") & (df.jct_s <= days * 86400)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("days", [5.0, 12.0, 40.0])
 def test_deadline_answer_is_the_cheapest_meeting_it(compose, everything, days):
     front, answer = deadline.run_deadline(compose(*SMALL, f"job.deadline_days={days}"))
@@ -48,6 +49,7 @@ def test_deadline_answer_is_the_cheapest_meeting_it(compose, everything, days):
     assert front.meets_deadline.tolist() == (front.jct_s <= days * 86400).tolist()
 
 
+@pytest.mark.slow
 def test_deadline_with_confidence_is_the_cheapest_likely_to_meet_it(compose, everything):
     """The confident answer is the cheapest configuration of the whole grid with
     P(JCT <= deadline) >= confidence (brute force: every feasible configuration's probability);
@@ -66,6 +68,7 @@ def test_deadline_with_confidence_is_the_cheapest_likely_to_meet_it(compose, eve
     assert costs == sorted(costs)
 
 
+@pytest.mark.slow
 def test_deadline_nobody_meets_says_what_it_would_take(compose, everything, tmp_path):
     fastest = _ok(everything).jct_s.min() / 86400
     cfg = compose(*SMALL, f"job.deadline_days={fastest * 0.6}")
@@ -81,6 +84,7 @@ def test_deadline_nobody_meets_says_what_it_would_take(compose, everything, tmp_
     assert (tmp_path / "frontier.png").stat().st_size > 10_000
 
 
+@pytest.mark.slow
 def test_procure_picks_the_cheapest_per_type_and_the_flip_price(compose, everything, tmp_path):
     days = 12.0
     df = procure.run_procure(compose(*SMALL, f"job.deadline_days={days}"))
@@ -119,6 +123,7 @@ def test_sync_wall_finder_matches_the_closed_form():
     assert syncwall.wall(n, a / n, 0.5)["wall_n_gpus"] is None
 
 
+@pytest.mark.slow
 def test_syncwall_curves(compose, tmp_path):
     cfg = compose("model=gpt_1p7b", "training.global_batch=1024", "space.gpu=[h100_sxm]",
                   "space.fabric=[eth100_tcp]", "syncwall.n_gpus=8:1024:x2", "space.zero_stage=[1]")
@@ -138,6 +143,7 @@ def test_syncwall_curves(compose, tmp_path):
     assert (tmp_path / "syncwall.png").stat().st_size > 10_000
 
 
+@pytest.mark.slow
 def test_jctopt_without_arguments_runs_procure(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "jctopt.app", f"hydra.run.dir={tmp_path}"], cwd=tmp_path,
                           capture_output=True, text=True, timeout=120)
@@ -186,6 +192,7 @@ def test_dense_twin_of_a_hybrid_latent_moe(compose):
         float(Fl.layer_forward_flops(moe, 4096)[0]) - router, rel=1e-4)
 
 
+@pytest.mark.slow
 def test_syncwall_of_an_moe_model_beside_its_dense_twin(compose):
     """DeepSeek-V3's dense twin: every layer dense, as wide as a token's path through a routed
     layer on average: 3/61 x 18432 + 58/61 x (8 + 1) x 2048 = 18432; the same active parameters

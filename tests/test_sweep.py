@@ -60,6 +60,7 @@ def _layouts(df):
     return set(map(tuple, df[cols].to_numpy().tolist()))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("accum", [None, [1, 3]])
 def test_space_holds_exactly_the_valid_layouts(compose, tmp_path, accum):
     extra = [] if accum is None else [f"space.accum={accum}".replace(" ", "")]
@@ -116,6 +117,7 @@ def test_chunk_size_follows_the_devices(compose):
     assert small.size < 262144 and engine.chunk_size == -(-small.size // (256 * n_dev)) * 256 * n_dev
 
 
+@pytest.mark.slow
 def test_chunked_equals_one_shot(compose, tmp_path):
     cfg = _sweep_cfg(compose, "sweep.keep=all")
     one = run_sweep(cfg, tmp_path / "one")
@@ -126,6 +128,7 @@ def test_chunked_equals_one_shot(compose, tmp_path):
     pd.testing.assert_frame_equal(one, chunked)
 
 
+@pytest.mark.slow
 def test_one_compilation_for_every_chunk_and_every_engine(compose):
     cfg = _sweep_cfg(compose, "sweep.chunk_size=256", "sweep.keep=best_per_group", "sweep.group_by=[gpu]")
     _, engine = build(cfg)
@@ -149,6 +152,7 @@ def _pareto_brute(df, objective):
     return set(map(tuple, front[[objective, "jct_s"]].to_numpy().tolist()))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("objective", ["cost_usd", "jct_s"])
 def test_reductions_equal_brute_force(compose, tmp_path, objective):
     full = run_sweep(_sweep_cfg(compose, "sweep.keep=all"), tmp_path / "all")
@@ -170,6 +174,7 @@ def test_reductions_equal_brute_force(compose, tmp_path, objective):
     assert feasible.config_id.tolist() == ok.config_id.tolist()
 
 
+@pytest.mark.slow
 def test_deadline_filter(compose, tmp_path):
     full = run_sweep(_sweep_cfg(compose, "sweep.keep=feasible"), tmp_path / "all")
     days = float(np.median(full.jct_s)) / 86400
@@ -177,6 +182,7 @@ def test_deadline_filter(compose, tmp_path):
     assert kept.config_id.tolist() == full[full.jct_s <= days * 86400].config_id.tolist()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("keep", ["feasible", "top_k"])
 def test_resume_after_interruption_equals_uninterrupted(compose, tmp_path, keep):
     cfg = _sweep_cfg(compose, f"sweep.keep={keep}", "sweep.chunk_size=256")
@@ -203,6 +209,7 @@ def test_processes_share_chunks(compose, tmp_path):
     pd.testing.assert_frame_equal(whole, second)
 
 
+@pytest.mark.slow
 def test_float32_matches_float64(compose, tmp_path):
     f64 = run_sweep(_sweep_cfg(compose, "sweep.keep=all"), tmp_path / "f64")
     f32 = run_sweep(_sweep_cfg(compose, "sweep.keep=all", "sweep.dtype=float32"), tmp_path / "f32")
@@ -258,6 +265,7 @@ for keep in ("all", "top_k", "pareto", "best_per_group"):
 """
 
 
+@pytest.mark.slow
 def test_sharded_equals_single_device(tmp_path):
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2")
     proc = subprocess.run([sys.executable, "-c", SHARDED, str(tmp_path), *SMALL, "sweep.chunk_size=512"],
@@ -267,6 +275,7 @@ def test_sharded_equals_single_device(tmp_path):
         ["all", "top_k", "pareto", "best_per_group"]
 
 
+@pytest.mark.slow
 def test_cli_sweep_kill_and_resume(tmp_path):
     """A real process killed with SIGTERM mid-sweep resumes to the uninterrupted result."""
     args = [*SMALL, "sweep.chunk_size=64", "sweep.keep=feasible", "hydra.run.dir=" + str(tmp_path / "runs" / "a")]
@@ -301,6 +310,7 @@ def test_cli_sweep_kill_and_resume(tmp_path):
 SWEEPS = Path(__file__).resolve().parents[1] / "sweeps"
 
 
+@pytest.mark.slow
 def test_multirun_sweep_file_with_joblib(tmp_path):
     cmd = [sys.executable, "-m", "jctopt.app", "-m", "--config-dir", str(SWEEPS), "--config-name", "gpu_x_fabric",
            "gpu=h100_sxm,b200", "fabric=ib_ndr400",  # command-line values replace the file's
@@ -312,6 +322,7 @@ def test_multirun_sweep_file_with_joblib(tmp_path):
     assert gpus == {"h100_sxm", "b200"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(p.stem for p in SWEEPS.glob("*.yaml")))
 def test_sweep_files_compose_with_the_slurm_launcher(name):
     cmd = [sys.executable, "-m", "jctopt.app", "--config-dir", str(SWEEPS), "--config-name", name,

@@ -40,6 +40,7 @@ def test_error_multipliers_are_equiprobable_midpoints():
 ARGS = dict(solve_s=30 * 86400.0, tau_s=2000.0, ckpt_s=30.0, restart_s=600.0, mtbf_s=86400.0, init_s=900.0)
 
 
+@pytest.mark.slow
 def test_no_model_error_is_the_failure_law():
     t = np.array([30.5, 31.0, 31.5]) * 86400
     a = ARGS
@@ -48,6 +49,7 @@ def test_no_model_error_is_the_failure_law():
     np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=1e-12)
 
 
+@pytest.mark.slow
 def test_without_failures_the_quantiles_are_the_scaled_solve_times():
     """MTBF 1e15 s: JCT = init + k S (1 + delta / tau) for each of four equiprobable k."""
     a = dict(ARGS, mtbf_s=1e15)
@@ -66,6 +68,7 @@ def test_step_interval_by_hand():
     assert (lo, hi) == (pytest.approx(7.0), pytest.approx(14.0))
 
 
+@pytest.mark.slow
 def test_estimate_carries_an_interval_and_a_deadline_probability(compose):
     base = ("task=estimate",)
     r = jctopt.run_estimate(compose(*base)).iloc[0]

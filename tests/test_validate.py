@@ -36,6 +36,7 @@ def predicted(compose, runs):
     return runs_predict.run_validate(compose("task=validate"), RUNS)
 
 
+@pytest.mark.slow
 def test_cli_contract(tmp_path, runs):
     small = runs[runs.source.str.contains("Table 1")].head(6).copy()
     v100 = runs[runs.gpu == "v100"].head(1)
@@ -187,6 +188,7 @@ BOUNDS = {  # shipped (calibrated) medians + ~2 points: a regression guard, not 
 }
 
 
+@pytest.mark.slow
 def test_all_rows_meet_the_fidelity_targets(predicted):
     """The targets on runs_dev.csv: median |error| <= 5 %, 90th percentile <= 12 %. Shipped
     (fitted to runs_dev.csv + runs_dev2.csv, 2026-11-26): 3.7 % and 11.5 % (3.1 / 11.6 % before
@@ -246,6 +248,7 @@ DEV2_BOUNDS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fixture, source", [("predicted", s) for s in sorted(BOUNDS)]
                          + [("predicted_dev2", s) for s in sorted(DEV2_BOUNDS)])
 def test_median_error_per_source_within_bound(request, fixture, source):
@@ -295,6 +298,7 @@ def predicted_mbridge(compose):
     return runs_predict.run_validate(compose("task=validate"), validation_file("runs_mbridge_dense.csv"))
 
 
+@pytest.mark.slow
 def test_mbridge_dense_is_placed_and_guarded(predicted_mbridge):
     """runs_mbridge_dense.csv (Megatron-Bridge's dense Llama tables, containers 25.09-26.06, not
     in the fit): every row placed. Shipped (catalog fitted 2026-11-26 to runs_dev.csv +
@@ -315,6 +319,7 @@ def predicted_mbridge_moe(compose):
     return runs_predict.run_validate(compose("task=validate"), validation_file("runs_mbridge_moe.csv"))
 
 
+@pytest.mark.slow
 def test_mbridge_moe_is_placed_and_guarded(predicted_mbridge_moe):
     """runs_mbridge_moe.csv (Megatron-Bridge's MoE tables, containers 25.09-26.08, the rows
     runs_moe_dev.csv lacks; not in the fit): every row placed. Shipped: median 15.3 %, the
@@ -820,6 +825,7 @@ def predicted_moe(compose):
     return df.assign(model=df.id.map(models))
 
 
+@pytest.mark.slow
 def test_moe_rows_are_placed_and_guarded_per_family(predicted_moe):
     """67 of 68 rows placed (target 95 %): the one left names its EP group, larger than the 32
     GPUs of a pipeline stage. Every family's median |error| within its guard; all rows 7.8 %
@@ -853,6 +859,7 @@ def test_attention_spellings(compose):
         runs_row.row_config(base, dict(row, attention="linear"))
 
 
+@pytest.mark.slow
 def test_a_row_without_a_split_runs_at_its_fastest_split_that_fits(compose):
     """Megatron-LM's 177B strong-scaling point on 96 H100s states none of tp, pp, dp. It is
     placed at the (tp, pp) of least predicted step time among those that fit, found here by

@@ -29,6 +29,7 @@ def _gpt_oss(config, gpu):
 
 # NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training/results/gpt_oss/gb{200,300} @3929da2: cuDNN
 # SDPA, bf16, 2 sequences x 128 heads of 64, window 128, forward + backward (ms).
+@pytest.mark.slow
 @pytest.mark.parametrize("gpu, seq, measured_ms, rel", [
     ("gb200", 4096, 0.210 + 0.465, 0.06), ("gb300", 4096, 0.202 + 0.442, 0.06),   # QUERY_TILE_KEYS's two anchors
     ("gb200", 2048, 0.109 + 0.237, 0.17), ("gb200", 8192, 0.414 + 0.911, 0.05),   # lengths it was not set from
