@@ -107,7 +107,8 @@ DEFAULTS = {
 }
 
 
-REFERENCE_FABRIC = {"a100_80gb": "ib_hdr200", "a100_40gb": "ib_hdr200", "h100_sxm": "ib_ndr400", "h200": "ib_ndr400",
+REFERENCE_FABRIC = {"a100_80gb": "ib_hdr200", "a100_40gb": "ib_hdr200", "a800": "ib_hdr200",
+                    "h100_sxm": "ib_ndr400", "h200": "ib_ndr400",
                     "h800": "ib_ndr400", "gh200": "ib_ndr200", "b200": "ib_ndr400", "gb200": "ib_ndr400",
                     "b300": "ib_xdr800", "gb300": "ib_xdr800", "mi300x": "roce400", "mi325x": "roce400",
                     "mi350x": "roce400", "mi355x": "roce400"}

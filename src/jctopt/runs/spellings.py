@@ -127,9 +127,33 @@ PRECISIONS = {"bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "fp16-or-bf16"
               "fp4": "nvfp4"}
 
 
+# Mixed-precision spellings that name no dtype: NVIDIA Apex AMP's opt levels (O1: autocast, O2:
+# fp16 model with fp32 master weights) and PyTorch's torch.cuda.amp run fp16 unless told bf16
+# (autocast's CUDA default dtype is float16). With a dtype beside them ("AMP bf16") they refine it.
+AMP_WORDS = {"amp", "o1", "o2", "apex", "autocast"}
+# FP8 GEMMs with BF16 master weights and the rest in BF16, as Transformer Engine recipes are
+# spelled ("BF16+FP8", Megatron-Bridge's bf16_with_fp8_* mixed precision): the GEMMs run fp8. A
+# slash ("FP8/BF16") reads as either one, and is refused.
+BF16_WITH_FP8 = re.compile(r"^\s*(?:bf16\s*\+\s*fp8|fp8\s*\+\s*bf16|bf16[_ -]with[_ -]fp8)\b")
+# Full-precision training, whose GEMMs the model does not price (tensor-core bf16/fp16/fp8/fp4 only).
+FULL_PRECISION = {"fp32", "float32", "tf32"}
+
+
 def row_precision(value) -> str:
     """The model's precision for a CSV cell, or RowError naming the accepted spellings."""
     text = str(value).strip().lower()
+    if BF16_WITH_FP8.match(text):
+        return "fp8"
+    words = set(re.findall(r"[a-z0-9]+", text))
+    if words & FULL_PRECISION and not words & set(PRECISIONS):
+        raise RowError(f"precision={value!r} is not modelled: fp32 and tf32 GEMMs are not priced "
+                       f"(the model covers {', '.join(sorted(set(PRECISIONS.values())))})")
+    if words & AMP_WORDS:
+        dtypes = {PRECISIONS[w] for w in words if w in PRECISIONS}
+        if not dtypes:
+            return "fp16"
+        if len(dtypes) == 1:
+            return dtypes.pop()
     key = re.sub(r"[_\s+/]+", "-", re.sub(r"\s*\([^)]*\)\s*$", "", text))
     key = re.sub(r"^(fp8|float8)(cs|ds|mx)$", r"\1-\2", key)  # recipe names: "fp8cs", "fp8mx"
     if key not in PRECISIONS:  # a qualified precision ("FP8 hybrid", "BF16 mixed", "mixed FP8"); FP8 with MX is MXFP8
@@ -158,7 +182,15 @@ RECOMPUTE = {"none": "none", "no": "none", "off": "none", "false": "none", "disa
 RECOMPUTE_ON = {"yes", "on", "true", "enabled", "1"}
 # A cell that lists Megatron-Core's --recompute-modules without the granularity ("mla_up_proj,mlp,
 # moe", "core_attn") names selective recompute, which those modules refine; first words as read.
-RECOMPUTE_MODULES = {"core", "mla", "mlp", "moe", "layernorm", "shared"}
+RECOMPUTE_MODULES = {"core", "mla", "mlp", "moe", "layernorm", "shared", "norm", "act"}
+# Short module names as lists print them ("norm, act"): Megatron-Core's layernorm and moe_act.
+MODULE_ALIASES = {"norm": "layernorm", "act": "moe_act"}
+# Flags that name a granularity: Megatron-LM's --recompute-activations is selective recompute
+# (megatron/training/arguments.py: it sets --recompute-granularity selective); DeepSpeed's
+# activation checkpointing with partition_activations checkpoints whole layers (full), their
+# saved inputs partitioned across the model-parallel ranks.
+RECOMPUTE_FLAGS = ((re.compile(r"-*recompute[-_]activations\b"), "selective"),
+                   (re.compile(r"\bpartition[-_]activations\b"), "full"))
 # Words around the mode that name the feature, not its granularity ("activation checkpointing
 # (full)", "AC: selective", "recompute_granularity=full"), and the words of selective
 # checkpointing's abbreviations ("SAC", torchtitan's "per-op SAC").
@@ -171,6 +203,9 @@ def recompute_mode(cell) -> str:
     """The recompute cell's mode word: its first word that is not RECOMPUTE_NOISE ("none
     (--recompute-granularity full ...)" is none), Megatron's module names and SAC's words as
     "selective"; a word that names no mode is returned for the caller to refuse."""
+    for flag, mode in RECOMPUTE_FLAGS:
+        if flag.search(str(cell).lower()):
+            return mode
     words = [re.sub(r"^([01])\.0$", r"\1", w) for w in re.findall(r"[a-z0-9.]+", str(cell).lower())]
     for word in words:
         if word in RECOMPUTE_NOISE:
@@ -202,6 +237,8 @@ def recompute_modules(cell, notes) -> list[str] | None:
     catalog's architectures."""
     text = str(cell).lower()
     names = re.findall(r"\b(" + "|".join(MEGATRON_MODULES + OTHER_MEGATRON_MODULES) + r")\b", text)
+    if not names:
+        names = [MODULE_ALIASES[w] for w in re.findall(r"[a-z_]+", text) if w in MODULE_ALIASES]
     if not names:
         names = [name for name, pattern in MODULE_PROSE.items() if re.search(pattern, text)]
     if not names and (listed := MODULE_LIST.search(str(notes))):
