@@ -67,7 +67,7 @@ DEFAULTS = {
     "hybrid_shard": ("full in torchtitan and AutoModel rows and under Megatron-FSDP; else hybrid from 2024, else full",
                      "ZeRO-3 rows whose notes name neither FULL_SHARD nor HYBRID_SHARD/HSDP: Megatron-FSDP (the ZeRO-3 "
                      "of Megatron-Core stacks: NeMo, Megatron-Bridge) shards over the whole data-parallel group and "
-                     "prefetches its gathers (_megatron_fsdp); torchtitan and "
+                     "prefetches its gathers (model.megatron_fsdp); torchtitan and "
                      "AutoModel shard FSDP2 over every data-parallel rank (torchtitan data_parallel_shard_degree "
                      "-1, replicate degree 1); elsewhere PyTorch FSDP's HYBRID_SHARD as in the 2024 FSDP blog, "
                      "DeepSpeed's full partitioning before"),

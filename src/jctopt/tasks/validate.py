@@ -100,7 +100,7 @@ def report(df: pd.DataFrame, runs: Path) -> str:
               "- Training metrics recomputed from the logits every micro-batch (`metric_loss_passes`): 2 for "
               "llm-foundry sources (Composer updates MPT's train cross-entropy and perplexity after each "
               "micro-batch's backward), 0 otherwise",
-              "- Elementwise kernels (`fused_elementwise`): eager PyTorch (unfused RMSNorm, SwiGLU, RoPE; _eager) "
+              "- Elementwise kernels (`fused_elementwise`): eager PyTorch (unfused RMSNorm, SwiGLU, RoPE; model.eager) "
               "for torchtitan rows whose notes say compile was off and for the PyTorch FSDP blog's fms-fsdp runs "
               "(--use_torch_compile=False in its scripts); fused otherwise",
               "- Bytes per logit at the loss's peak (`logit_bytes`): 12 for torchtitan rows whose loss ran eager "
@@ -109,7 +109,7 @@ def report(df: pd.DataFrame, runs: Path) -> str:
               "- Dropout (`dropout`, its masks kept in memory): on for sources before 2023 (Megatron-LM's 0.1 "
               "default in the GPT-3-era papers, DeepSpeed's Megatron GPT), off from 2023 (LLaMA-era recipes)",
               "- What selective recompute repeats (`selective_ac`): torchtitan's per-operator policy (`op`: every "
-              "second matmul, the pointwise ops and the SP all-gathers; _sac) for torchtitan rows unless their "
+              "second matmul, the pointwise ops and the SP all-gathers; model.sac) for torchtitan rows unless their "
               "notes name its layer-level policy; Megatron's attention core (`core_attention`) otherwise",
               "- Which modules Megatron's selective recompute repeats (`recompute_modules`): those the recompute "
               "cell lists (`selective:mla_up_proj,mlp`) or names in prose (RMSNorm, MLA up-projection), else "
