@@ -130,7 +130,7 @@ def test_gpus_without_rows_are_their_specs_moved_once():
             moved = Cal.transfer(fit.offsets_for(calibrate.die_of(name)), record["spec"]["gpu"][name])
             assert moved == pytest.approx({k: v for k, v in values.items() if k != "from"}, rel=1e-9), name
             moved_by_die |= {name} if values["from"] != "specs" else set()
-    assert moved_by_die == {"h800", "gh200", "b300", "gb300"}  # the H100 and B200 dies have rows
+    assert moved_by_die == {"a800", "h800", "gh200", "b300", "gb300"}  # the A100, H100 and B200 dies have rows
     h100, h200 = record["gpu"]["h100_sxm"], record["gpu"]["h200"]
     assert h200["matmul_eff"] == pytest.approx(h100["matmul_eff"])  # same die, same spec fraction
 
