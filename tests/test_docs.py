@@ -70,5 +70,5 @@ def test_readme_is_one_short_page():
 @pytest.mark.slow
 def test_validation_page_matches_the_shipped_data():
     out = subprocess.run([sys.executable, str(SCRIPT), "--check"], cwd=REPO, capture_output=True, text=True,
-                         timeout=1800)
+                         timeout=1800, check=False)
     assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
