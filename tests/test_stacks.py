@@ -32,7 +32,8 @@ def test_every_stack_file_is_a_training_package_of_known_keys():
     for path in sorted(STACK_DIR.glob("*.yaml")):
         assert path.read_text().startswith("# @package training\n"), path.name
         assert set(stack_values(path.stem)) <= fields, path.name
-    assert stack_values("none") == {}
+        assert stack_values(path.stem)["stack"] == path.stem  # names itself: the intervals read it
+    assert stack_values("none") == {"stack": "none"}
     assert {*NAMED, "generic", "megatron_lm", "none"} <= {p.stem for p in STACK_DIR.glob("*.yaml")}
 
 
@@ -40,6 +41,8 @@ def test_generic_is_each_flag_as_most_named_stacks_set_it():
     generic = stack_values("generic")
     named = [stack_values(n) for n in NAMED]
     for key, value in generic.items():
+        if key == "stack":
+            continue
         votes = [s[key] for s in named if key in s]
         assert votes.count(value) > len(votes) / 2, (key, value, votes)
 
@@ -127,3 +130,27 @@ def test_every_shipped_run_names_its_stack():
     assert named - {p.stem for p in STACK_DIR.glob("*.yaml")} == {"nemo_automodel", "hai_llm"}
     assert labels.stack_of("Korthikanti et al. 2022 (arXiv:2205.05198), Tables 3+5", "") == "megatron_lm"
     assert labels.stack_of("NVIDIA/dgxc-benchmarking v25.02 (nemo:24.12)", "") == "megatron_core"
+
+
+def test_a_stack_without_runs_carries_the_spread_across_stacks():
+    """stack=generic: the step interval is the record's leave-one-stack-out quantiles
+    (model_error.stacks), linear between the levels, around the predicted step; stack=none keeps
+    the GPU type's own left-out error (rows)."""
+    import numpy as np
+    import pandas as pd
+
+    from jctopt.job import risk, uncertainty
+
+    record = risk._record()["model_error"]
+    assert risk.error_basis("h100_sxm", stack="generic") == "stacks"
+    assert risk.error_basis("h100_sxm", stack="none") == "rows"
+    assert risk.error_basis("h100_sxm", stack="torchtitan") == "rows"  # a stack with runs in the fit
+    rows = pd.DataFrame({"gpu": ["h100_sxm"], "step_s": [10.0]})
+    for stack, basis in (("generic", "stacks"), ("none", "rows")):
+        q = np.asarray(record[basis]["log_quantiles"])
+        lo, hi = np.interp([0.1, 0.9], uncertainty.LEVELS, q)
+        out = risk.with_step_interval(rows, 0.8, stack=stack)
+        assert float(out.step_lo_s[0]) == pytest.approx(10.0 * np.exp(lo), rel=1e-12)
+        assert float(out.step_hi_s[0]) == pytest.approx(10.0 * np.exp(hi), rel=1e-12)
+    stacks = record["stacks"]
+    assert stacks["rows"] > 500 and 0.7 <= stacks["coverage_lost"][0.8] <= 0.9

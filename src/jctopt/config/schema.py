@@ -168,6 +168,9 @@ class LayoutConf:
 @dataclass
 class TrainingConf:
     global_batch: int = MISSING  # sequences per step
+    # The software stack (conf/stack) the flags below come from: its name picks the model error the
+    # intervals carry (job.risk.error_basis); none = the training preset's own flags
+    stack: str = "none"
     micro_batch: int = 1
     recompute: str = "none"  # none | selective | full
     # What selective recompute repeats: core_attention (Megatron, Korthikanti et al. 2022) | op

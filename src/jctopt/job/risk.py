@@ -3,7 +3,9 @@
 The model error a row gets depends on what its prediction rests on: ``rows`` where the GPU
 type's values were fitted to its own measured runs, ``specs`` otherwise (the calibration
 record's ``gpu.<name>.from``), and ``moe`` for any mixture-of-experts model: the error on the
-MoE runs, to which no efficiency is fitted (only the launch floor; ``calibrate.moe_error``).
+MoE runs, to which no efficiency is fitted (only the launch floor; ``calibrate.moe_error``);
+``stacks`` for a dense model on a software stack stated as ``generic``, one with no measured runs:
+the error on each stack's runs with that stack left out of the fit (scripts/leave_one_stack_out.py).
 """
 
 from __future__ import annotations
@@ -35,11 +37,18 @@ def _record() -> dict:
     return record
 
 
-def error_basis(gpu: str, moe: bool = False) -> str:
+# Stacks whose predictions rest on no measured run of their own: their error is the spread across stacks.
+UNSEEN_STACKS = ("generic",)
+
+
+def error_basis(gpu: str, moe: bool = False, stack: str = "none") -> str:
     """``moe`` for a mixture-of-experts model where the record holds the MoE runs' error; else
-    ``rows`` where the catalog's values for ``gpu`` were fitted to its own runs, else ``specs``."""
+    ``stacks`` for a stack with no runs (UNSEEN_STACKS); else ``rows`` where the catalog's values
+    for ``gpu`` were fitted to its own runs, else ``specs``."""
     if moe and "moe" in _record()["model_error"]:
         return "moe"
+    if stack in UNSEEN_STACKS:
+        return "stacks"
     origin = _record()["gpu"].get(str(gpu), {}).get("from", "specs")
     return "rows" if origin == "rows" else "specs"
 
@@ -65,7 +74,7 @@ _quantile = jax.jit(U.jct_quantile)
 
 
 def with_risk(rows: pd.DataFrame, confidence: float, deadline_s: float, init_s: float,
-              moe: bool = False) -> pd.DataFrame:
+              moe: bool = False, stack: str = "none") -> pd.DataFrame:
     """``rows`` (estimates with the NEEDED columns) with, at ``confidence``: ``step_lo_s`` /
     ``step_hi_s`` (model error), ``jct_lo_s`` / ``jct_hi_s`` (model error and failures
     combined), ``p_deadline`` = P(JCT <= deadline_s), and ``error_basis``. Infeasible rows
@@ -77,7 +86,7 @@ def with_risk(rows: pd.DataFrame, confidence: float, deadline_s: float, init_s: 
     out = rows.copy()
     for col in ("step_lo_s", "step_hi_s", "jct_lo_s", "jct_hi_s", "p_deadline"):
         out[col] = np.nan
-    basis = np.asarray([error_basis(g, moe) for g in out.gpu.astype(str)], dtype=object)
+    basis = np.asarray([error_basis(g, moe, stack) for g in out.gpu.astype(str)], dtype=object)
     out["error_basis"] = [f"{b}, dense runs (no MoE error recorded)" if moe and b != "moe" else b for b in basis]
     ok = np.isfinite(out.jct_s.to_numpy(float))
     out.loc[~ok, "p_deadline"] = 0.0
@@ -109,7 +118,8 @@ def with_risk(rows: pd.DataFrame, confidence: float, deadline_s: float, init_s: 
     return out
 
 
-def with_step_interval(rows: pd.DataFrame, confidence: float, moe: bool = False) -> pd.DataFrame:
+def with_step_interval(rows: pd.DataFrame, confidence: float, moe: bool = False,
+                       stack: str = "none") -> pd.DataFrame:
     """``rows`` with ``step_lo_s`` / ``step_hi_s``, the model-error interval of the step time at
     ``confidence`` (a product per row: cheap enough for every row a sweep keeps, where the JCT
     law's quantiles, 0.9 ms a row, are not). NaN where the step time is not finite."""
@@ -120,7 +130,7 @@ def with_step_interval(rows: pd.DataFrame, confidence: float, moe: bool = False)
     gpus = out.gpu.astype(str).to_numpy()
     for gpu in np.unique(gpus):
         at = (gpus == gpu) & np.isfinite(step)
-        lo[at], hi[at] = U.step_interval(step[at], log_quantiles(error_basis(gpu, moe)), confidence)
+        lo[at], hi[at] = U.step_interval(step[at], log_quantiles(error_basis(gpu, moe, stack)), confidence)
     out["step_lo_s"], out["step_hi_s"] = lo, hi
     return out
 
@@ -128,14 +138,15 @@ def with_step_interval(rows: pd.DataFrame, confidence: float, moe: bool = False)
 def with_job_risk(cfg, rows: pd.DataFrame) -> pd.DataFrame:
     """``with_risk`` at the composed job's confidence, deadline and start-up, for its model."""
     return with_risk(rows, cfg.job.confidence, 86400.0 * float(cfg.job.deadline_days), cfg.cluster.init_s,
-                     moe=cfg.model.n_experts > 1)
+                     moe=cfg.model.n_experts > 1, stack=cfg.training.stack)
 
 
-def p_cheaper(cost_a: float, gpu_a: str, cost_b: float, gpu_b: str, moe: bool = False) -> float:
+def p_cheaper(cost_a: float, gpu_a: str, cost_b: float, gpu_b: str, moe: bool = False,
+              stack: str = "none") -> float:
     """P(a's true cost < b's) when each predicted cost is off by its GPU type's model error,
     independently (a conservative reading: errors common to both cancel in reality). Costs
     scale with the step time; over the equiprobable multipliers, ties count half."""
-    ka = cost_a * U.error_multipliers(log_quantiles(error_basis(gpu_a, moe)))
-    kb = cost_b * U.error_multipliers(log_quantiles(error_basis(gpu_b, moe)))
+    ka = cost_a * U.error_multipliers(log_quantiles(error_basis(gpu_a, moe, stack)))
+    kb = cost_b * U.error_multipliers(log_quantiles(error_basis(gpu_b, moe, stack)))
     diff = ka[:, None] - kb[None, :]
     return float(np.mean((diff < 0) + 0.5 * (diff == 0)))
