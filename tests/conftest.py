@@ -17,6 +17,10 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="jctopt-test-cache-")
 atexit.register(shutil.rmtree, os.environ["XDG_CACHE_HOME"], ignore_errors=True)
 jctopt.enable_compile_cache("auto")
+# The same for the user's config directory, where calibrate writes and every lookup looks first:
+# never the developer's own calibrations (config.resources).
+os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="jctopt-test-config-")
+atexit.register(shutil.rmtree, os.environ["XDG_CONFIG_HOME"], ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -1,9 +1,20 @@
-"""The `jctopt` command: one Hydra app, `jctopt task=<name> [overrides...]`."""
+"""The `jctopt` command: one Hydra app, `jctopt task=<name> [overrides...]`.
+
+Config groups come from the user's config directory (``$XDG_CONFIG_HOME/jctopt``, where
+``calibrate.apply=true`` writes) ahead of the package's ``conf/`` (``config.catalog.use_user_configs``).
+SIGINT and SIGTERM stop every task the same way (``main``): "interrupted" and, where the task
+can resume, how; no traceback; exit status 130 (SIGINT) or 143 (SIGTERM); outputs are written
+whole or not at all (``tasks._output.atomic``).
+"""
 
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import socket
 import sys
+import threading
 from pathlib import Path
 
 import hydra
@@ -14,6 +25,7 @@ from omegaconf import DictConfig
 
 from .config import ConfigError, register_configs, unknown_keys
 from .config.cache import enable_compile_cache
+from .config.catalog import use_user_configs
 from .config.resources import CONF_DIR
 from .tasks import (
     calibrate,
@@ -31,6 +43,7 @@ TASKS = {"calibrate": calibrate.main, "deadline": deadline.main, "estimate": est
          "validate": validate.main}
 
 register_configs()
+use_user_configs()
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
@@ -73,8 +86,96 @@ class FailedJobs(Callback):
             sys.exit(2)
 
 
+# Signals received, in order: the handlers ``main`` installs append to it.
+_SIGNALS: list[int] = []
+# How a task stopped by a signal continues (the others start over).
+RESUME_HINTS = {"sweep": "run the same command with sweep.resume=true to finish it",
+                "optimize": "run the same command to resume the study"}
+# Seconds the main thread has to unwind after a signal before the watcher ends the process:
+# Python runs a signal handler only between bytecodes, not inside a long XLA call.
+GRACE_S = 3.0
+_LEAVING = threading.Lock()  # held by whoever ends the process (the main thread or the watcher)
+_SWALLOWED = threading.Event()  # a KeyboardInterrupt that landed where nothing can raise it
+_WAKEUP: list[socket.socket] = []  # (read, write) once watched: the C signal handler writes each signal's number
+
+
+def _on_signal(signum, frame) -> None:
+    """SIGINT and SIGTERM alike: recorded, then the main thread unwinds as from Ctrl-C."""
+    _SIGNALS.append(signum)
+    raise KeyboardInterrupt
+
+
+def _on_unraisable(unraisable, default=sys.unraisablehook) -> None:
+    """A KeyboardInterrupt raised inside a callback that cannot raise (jax's gc callback, a
+    ``__del__``) is not printed: the watcher ends the process at once instead."""
+    if isinstance(unraisable.exc_value, KeyboardInterrupt):
+        _SWALLOWED.set()
+        return
+    default(unraisable)
+
+
+def _watch(wakeup: socket.socket, argv: list[str]) -> None:
+    """Every SIGINT and SIGTERM as the C handler sees it (``signal.set_wakeup_fd``), while the
+    main thread may be inside a long call: where the signal is ours to handle (no task took it
+    over to stop at a safe point: sweep's SIGTERM, optimize's SIGINT) and the main thread has
+    not ended the process ``GRACE_S`` later, or its interrupt was swallowed, end it here."""
+    while True:
+        data = wakeup.recv(1)
+        if not data:
+            return
+        signum = data[0]
+        if signum in (signal.SIGINT, signal.SIGTERM) and signal.getsignal(signum) is _on_signal:
+            _SWALLOWED.wait(GRACE_S)
+            _exit_interrupted(argv, signum)
+
+
+def _exit_interrupted(argv: list[str], signum: int | None = None) -> None:
+    """Say so, flush, and leave without the interpreter's teardown: XLA's threads may still be
+    running a computation, and finalizing under them can crash (a segfault after "interrupted").
+    Every output is already whole (written atomically) or absent."""
+    if not _LEAVING.acquire(blocking=False):
+        threading.Event().wait()  # the other thread is ending the process
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)  # another signal while leaving changes nothing
+    signum = signum or (_SIGNALS[-1] if _SIGNALS else signal.SIGINT)
+    tasks = [a.split("=", 1)[1] for a in argv if a.startswith("task=")]
+    hint = RESUME_HINTS.get(tasks[-1] if tasks else "")
+    try:
+        print(f"interrupted ({signal.Signals(signum).name})" + (f"; {hint}" if hint else ""), file=sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        logging.shutdown()
+    finally:
+        os._exit(128 + signum)
+
+
+def _handle_signals(argv: list[str]) -> None:
+    """SIGINT and SIGTERM raise KeyboardInterrupt in the main thread (``_on_signal``), watched
+    from a thread of their own (``_watch``)."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _on_signal)
+    sys.unraisablehook = _on_unraisable
+    _WAKEUP[:] = read, write = socket.socketpair()
+    write.setblocking(False)
+    signal.set_wakeup_fd(write.fileno(), warn_on_full_buffer=False)
+    threading.Thread(target=_watch, args=(read, argv), name="jctopt-signals", daemon=True).start()
+
+
 def main() -> None:
-    _app()
+    """The console entry point. SIGINT and SIGTERM stop every task (a task may defer them to a
+    safe point: sweep finishes its chunk, optimize its batch): "interrupted", where the task
+    can resume how, no traceback, exit status 128 + the signal's number (130, 143)."""
+    _handle_signals(sys.argv[1:])
+    try:
+        _app()
+    except KeyboardInterrupt:
+        _exit_interrupted(sys.argv[1:])
+    except SystemExit as stop:
+        # A task that handled the signal and turned it into its own exit (optimize: 130).
+        if _SIGNALS or stop.code in (128 + signal.SIGINT, 128 + signal.SIGTERM):
+            _exit_interrupted(sys.argv[1:], stop.code - 128 if not _SIGNALS else None)
+        raise
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@ and what is allowed."""
 
 from __future__ import annotations
 
+import functools
 import math
+from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -11,6 +13,7 @@ from ..model import hybrid, pipeline, recompute_modules, schedules
 from ..model import power as _power
 from .choices import PRECISION, RECOMPUTE, SELECTIVE_AC, is_mxfp8, runs_precision
 from .errors import _fail
+from .resources import calibration_record
 
 
 def check(cfg: DictConfig, layout: bool = True) -> None:
@@ -62,11 +65,25 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
     confidence = cfg.job.confidence
     if not (isinstance(confidence, float) and 0.0 < confidence < 1.0):
         _fail("job.confidence", confidence, "a probability strictly between 0 and 1")
+    widest = widest_interval()
+    if widest is not None and confidence > widest + 1e-12:
+        _fail("job.confidence", confidence, f"a probability in (0, {widest:g}]: the model-error quantiles "
+              f"({calibration_record()}, model_error.levels) cover central intervals up to {widest:g}")
     limit = cfg.cluster.gpu_power_limit_w
     if limit is not None and not (isinstance(limit, (int, float)) and math.isfinite(limit)
                                   and _power.STATIC_W < limit):
         _fail("cluster.gpu_power_limit_w", limit, f"watts above the static draw of {_power.STATIC_W:g} W "
               "(_power.STATIC_W), or null for the GPU's TDP")
+    if layout and limit is not None and limit > cfg.gpu.tdp_w:
+        # A limit caps the board's power; above TDP it would not overclock (model.power), so it
+        # is a typo or the wrong GPU. (A design space may span GPUs: there it caps the larger ones.)
+        _fail("cluster.gpu_power_limit_w", limit, f"watts in ({_power.STATIC_W:g}, {cfg.gpu.tdp_w:g}]: at most "
+              f"gpu.tdp_w={cfg.gpu.tdp_w:g} W of gpu={cfg.gpu.name}, or null for its TDP")
+    if not cfg.cluster.pue >= 1:
+        _fail("cluster.pue", cfg.cluster.pue, "a number >= 1 (facility power / IT power; 1 = no overhead)")
+    if not cfg.cluster.jitter_cv <= 1:
+        _fail("cluster.jitter_cv", cfg.cluster.jitter_cv, "a coefficient of variation in [0, 1] (0.005: 0.5 % "
+              "per-rank step jitter)")
     interval = cfg.job.ckpt_interval_s
     if interval is not None and not (isinstance(interval, (int, float)) and math.isfinite(interval) and interval > 0):
         _fail("job.ckpt_interval_s", interval, "seconds > 0, or null for Daly's optimum per configuration")
@@ -132,10 +149,21 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
         _fail("training.zero_stage", tr.zero_stage, "0, 1, 2 or 3")
     if (allowed := node_sizes(gpu, cl.gpus_per_node)) is not None:
         _fail("cluster.gpus_per_node", cl.gpus_per_node, allowed)
+    if (layout or OmegaConf.select(cfg, "space.accum") is None) and cfg.job.tokens < tr.global_batch * m.seq_len:
+        # A design space with space.accum sets its own global batches; otherwise it is this one.
+        _fail("job.tokens", cfg.job.tokens, f"at least one step, training.global_batch x model.seq_len = "
+              f"{tr.global_batch} x {m.seq_len} = {tr.global_batch * m.seq_len:,} tokens")
     if layout:
         check_layout(m.n_heads, m.n_layers, m.seq_len, m.n_experts, lay.n_gpus, lay.tp, lay.pp,
                      lay.cp, lay.ep, lay.vpp, tr.global_batch, tr.micro_batch, lay.etp, lay.schedule,
                      mamba_groups=m.mamba_groups if layer_counts(m)["mamba_layers"] else None)
+        if lay.pp == 1 and lay.schedule != "1f1b":
+            _fail("layout.schedule", lay.schedule, "1f1b when layout.pp=1 (a pipeline schedule needs layout.pp > 1)")
+        if tr.offload_layers > 0:
+            stage = math.ceil(float(pipeline.stage_layers(m.n_layers, lay.pp, lay.vpp, m.mtp_layers)[0]) - 1e-9)
+            if tr.offload_layers > stage:
+                _fail("training.offload_layers", tr.offload_layers, f"at most {stage}, the layers of the busiest "
+                      f"pipeline stage (model.n_layers={m.n_layers} over layout.pp={lay.pp})")
 
 
 def _check_layer_pattern(m: DictConfig) -> None:
@@ -219,3 +247,20 @@ def check_layout(heads, layers, seq_len, experts, n_gpus, tp, pp, cp, ep, vpp, g
               f"a multiple of dp x micro_batch = {dp} x {micro_batch} = {dp * micro_batch}")
     if (why := schedules.requirement(schedule, pp, vpp, global_batch // (dp * micro_batch))) is not None:
         _fail("layout.schedule", schedule, f"a schedule that runs here: {schedule} needs {why}")
+
+
+def widest_interval(record: Path | None = None) -> float | None:
+    """The widest central interval (a probability) the calibration's model-error quantiles cover:
+    1 - 2 x the lowest of their levels (``model_error.levels`` of ``record``, default the one
+    in force, ``resources.calibration_record``); None where the record holds none."""
+    return _widest_interval(record or calibration_record())
+
+
+@functools.cache
+def _widest_interval(record: Path) -> float | None:
+    if not record.is_file():
+        return None
+    levels = OmegaConf.select(OmegaConf.load(record), "model_error.levels")
+    if not levels:
+        return None
+    return 1.0 - 2.0 * max(min(levels), 1.0 - max(levels))

@@ -103,6 +103,11 @@ class CalibrateConf:
     # The runs to fit: paths or shipped file names; None: tasks.calibrate.CALIBRATION_RUNS
     # (runs_dev.csv, runs_dev2.csv).
     runs: Optional[list[str]] = None
-    # Write the fitted values into the catalogs (conf/gpu/*.yaml, conf/training/*.yaml) and
-    # the record conf/calibration.yaml: they become the shipped defaults.
+    # Write the fitted values (gpu/*.yaml, training/*.yaml and the record calibration.yaml, all
+    # or none) into the user's config directory, $XDG_CONFIG_HOME/jctopt (~/.config/jctopt),
+    # which later runs read ahead of the shipped catalog.
     apply: bool = False
+    # Where apply writes: user (the user's config directory) | package (the shipped catalog
+    # itself, conf/: for refitting jctopt's own calibration in a clone; refused for an installed
+    # or read-only package).
+    target: str = "user"

@@ -4,8 +4,8 @@ placing what the run left unstated, and predicting every row."""
 from .defaults import DEFAULTS, REFERENCE_FABRIC
 from .place import place_rows
 from .predict import run_validate
-from .read import read_runs, runs_path
+from .read import REQUIRED_COLUMNS, check_unique_ids, read_all, read_runs, runs_path
 from .row import row_config
 from .spellings import RowError
 
-__all__ = ["DEFAULTS", "REFERENCE_FABRIC", "RowError", "place_rows", "read_runs", "row_config", "run_validate", "runs_path"]
+__all__ = ["DEFAULTS", "REFERENCE_FABRIC", "REQUIRED_COLUMNS", "RowError", "check_unique_ids", "place_rows", "read_all", "read_runs", "row_config", "run_validate", "runs_path"]

@@ -37,6 +37,7 @@ def place_rows(cfg: DictConfig, table: pd.DataFrame) -> tuple[list[dict], list[i
         out = {"id": row["id"], "source": row.get("source"), "measured_iter_time_s": row.get("measured_iter_time_s"),
                "gpu": row.get("gpu"), "model": row.get("model")}
         try:
+            _check_measured(row)
             if _split_blank(row):
                 config, rc, used = _fastest_split(base, row)
                 chosen = True
@@ -60,6 +61,18 @@ def place_rows(cfg: DictConfig, table: pd.DataFrame) -> tuple[list[dict], list[i
             out["reason"] = str(err)
         rows.append(out)
     return rows, index, configs
+
+
+def _check_measured(row: dict) -> None:
+    """A stated step time that is a number must be a time: > 0 and finite, else it is the row's
+    reason (a median error of inf otherwise). A cell that is no number at all stays out of
+    the comparison only (``predict.run_validate``); a blank one is implied by the throughput."""
+    v = row.get("measured_iter_time_s")
+    if _blank(v):
+        return
+    x = pd.to_numeric(v, errors="coerce")
+    if not pd.isna(x) and not (math.isfinite(float(x)) and x > 0):
+        raise RowError(f"measured_iter_time_s={v!r}: a measured step time is a finite number of seconds > 0")
 
 
 def _measured_from_throughput(row: dict, rc: DictConfig) -> float | None:

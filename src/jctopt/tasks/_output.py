@@ -1,7 +1,10 @@
-"""How the search tasks present their answers: layout labels, JSON rows and plots."""
+"""How the tasks present their answers: layout labels, JSON rows and plots, and every output
+file written whole or not at all (``atomic``: an interrupted task leaves no partial file)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 from pathlib import Path
 
 import numpy as np
@@ -31,9 +34,37 @@ def json_row(r: pd.Series) -> dict:
     return out
 
 
+@contextlib.contextmanager
+def atomic(path: Path):
+    """A temporary path beside ``path`` (same directory) to write the file to: renamed onto
+    ``path`` (``os.replace``) when the block ends, removed when it raises (an interruption
+    included). ``path`` is either the old file or the whole new one, never a partial one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_text(path: Path, text: str) -> Path:
+    """``text`` into ``path``, atomically (``atomic``)."""
+    with atomic(path) as tmp:
+        tmp.write_text(text)
+    return path
+
+
+def write_parquet(df: pd.DataFrame, path: Path) -> Path:
+    """``df`` (without its index) as Parquet into ``path``, atomically (``atomic``)."""
+    with atomic(path) as tmp:
+        df.to_parquet(tmp, index=False)
+    return path
+
+
 def save_plot(fig, path: Path) -> Path:
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with atomic(path) as tmp:
+        fig.savefig(tmp, dpi=120, format=path.suffix.lstrip(".") or "png")
     import matplotlib.pyplot as plt
 
     plt.close(fig)

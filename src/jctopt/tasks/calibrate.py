@@ -11,9 +11,17 @@ known only from its specs). Writes, in the run directory, ``calibration.yaml``
 and ``calibrate.parquet`` (each row: measured, catalog, fitted and left-out predictions).
 GPU types without rows get their spec values moved by the fit's shared offsets, and by their
 die's deviations where another GPU type on the same die has rows (``fit.calibrate.transfer``).
-The host's launch time per MoE layer (``training.moe_host_s``) is then fitted to the MoE
-runs on a grid, with its leave-one-source-out and leave-one-family-out error (``fit.launch_fit``).
-``calibrate.apply=true`` writes the values into the catalogs.
+When the runs are the shipped files, the host's launch time per MoE layer
+(``training.moe_host_s``) is then fitted to the shipped MoE runs on a grid, with its
+leave-one-source-out and leave-one-family-out error (``fit.launch_fit``); a user's own runs
+leave it as it is.
+
+``calibrate.apply=true`` writes the values into the user's config directory
+(``resources.user_config_dir``: ``$XDG_CONFIG_HOME/jctopt/gpu/<name>.yaml``,
+``training/<preset>.yaml``, ``calibration.yaml``), all files or none (``resources.write_together``),
+never into the package; later runs find them there ahead of the shipped catalog
+(``config.catalog``). ``calibrate.target=package`` rewrites the shipped catalog instead (refitting
+jctopt's own calibration in a clone), refused for an installed or read-only package.
 """
 
 from __future__ import annotations
@@ -21,7 +29,6 @@ from __future__ import annotations
 import copy
 import datetime
 import hashlib
-import re
 from pathlib import Path
 
 import jax
@@ -33,14 +40,21 @@ from rich.console import Console
 from rich.progress import track
 
 from ..config import ConfigError, catalog_names, load_option
-from ..config.resources import CALIBRATION_RECORD, CONF_DIR
+from ..config.catalog import values_in_force
+from ..config.resources import (
+    CALIBRATION_RECORD,  # noqa: F401 (the record in force; tests read it)
+    CONF_DIR,
+    VALIDATION_DIR,
+    calibration_record,
+)
 from ..fit import calibrate as Cal
+from ..fit.catalogs import TRAINING_PRESETS, apply, carry_over, record_text, set_values, target_dir
 from ..fit.launch_fit import fit_moe_host
 from ..job import uncertainty as U
 from ..model.types import stack
-from ..runs import place_rows, read_runs, run_validate, runs_path
+from ..runs import REQUIRED_COLUMNS, place_rows, read_all, run_validate, runs_path
+from ._output import write_parquet, write_text
 
-TRAINING_PRESETS = ("megatron", "modern")
 # Errors reported: catalog (as shipped), fitted, leave-one-source-out, leave-one-die-out.
 KINDS = ("catalog", "fitted", "loso", "lodo")
 
@@ -48,20 +62,33 @@ KINDS = ("catalog", "fitted", "loso", "lodo")
 # The runs `calibrate` fits by default: those of the shipped calibration, the dense runs of
 # both files (runs_dev2.csv brings the 2024-2025 stacks and the Blackwell rows).
 CALIBRATION_RUNS = ("runs_dev.csv", "runs_dev2.csv")
+# A fit weighs every source the same, so each row must name its source.
+CALIBRATION_COLUMNS = (*REQUIRED_COLUMNS, "source")
 
 
 def calibration_runs(cfg: DictConfig) -> list[Path]:
-    """``calibrate.runs`` resolved (paths or shipped names), CALIBRATION_RUNS where unset."""
-    return [runs_path(r) for r in (cfg.calibrate.runs or CALIBRATION_RUNS)]
+    """``calibrate.runs`` resolved (paths or shipped names), CALIBRATION_RUNS where unset; an
+    empty list is a ConfigError (it would otherwise mean the shipped runs)."""
+    runs = cfg.calibrate.runs
+    if runs is not None and len(runs) == 0:
+        raise ConfigError("calibrate.runs=[] is not allowed: name at least one runs CSV (a path or a shipped "
+                          f"file's name), or leave calibrate.runs unset for {', '.join(CALIBRATION_RUNS)}")
+    return [runs_path(r, "calibrate.runs") for r in (runs or CALIBRATION_RUNS)]
 
 
-def read_all(runs: Path | list[Path]) -> pd.DataFrame:
-    """The rows of every runs file, one table; row ids must not repeat across files."""
-    tables = [read_runs(r) for r in ([runs] if isinstance(runs, Path) else runs)]
-    table = pd.concat(tables, ignore_index=True)
-    repeated = table.id[table.id.duplicated()].tolist()
-    if repeated:
-        raise ConfigError(f"calibrate.runs: row ids {repeated[:5]} appear more than once across the files")
+def shipped_runs(runs: list[Path]) -> bool:
+    """Whether every runs file is one shipped with the package (the shipped calibration's data)."""
+    return all(r.resolve().parent == VALIDATION_DIR.resolve() for r in runs)
+
+
+def read_calibration_runs(runs: Path | list[Path]) -> pd.DataFrame:
+    """The rows of every runs file, one table (``runs.read_all``, with a ``source`` column);
+    row ids must not repeat, within or across the files, and every row names its source."""
+    table = read_all([runs] if isinstance(runs, Path) else list(runs), "calibrate.runs", CALIBRATION_COLUMNS)
+    blank = table.id[table.source.isna() | (table.source.astype(str).str.strip() == "")].tolist()
+    if blank:
+        raise ConfigError(f"calibrate.runs: rows {blank[:5]} have a blank source (each source weighs the same in "
+                          "the fit: name every row's)")
     return table
 
 
@@ -72,7 +99,10 @@ def problem_from_runs(cfg: DictConfig, runs: Path | list[Path]) -> tuple[Cal.Pro
     a split, an interleaving depth, offloading) is not fitted: its reading depends on the values
     being fitted, always in the fast direction, and a fit to it would slow every other row to
     make up for a configuration the run may not have had. ``validate`` still predicts it."""
-    rows, index, configs = place_rows(cfg, read_all(runs))
+    rows, index, configs = place_rows(cfg, read_calibration_runs(runs))
+    if not index:
+        reasons = "; ".join(f"{r['id']}: {r.get('reason')}" for r in rows[:3])
+        raise ConfigError(f"calibrate.runs={[str(r) for r in np.atleast_1d(runs)]}: no row can be placed ({reasons})")
     records = pd.DataFrame([rows[i] for i in index])
     measured = pd.to_numeric(records.measured_iter_time_s, errors="coerce").to_numpy()
     stated = ~records.get("chosen_by_speed", pd.Series(False, index=records.index)).to_numpy(bool)
@@ -109,8 +139,9 @@ def spec_values() -> dict:
     rows from: those the calibration record keeps, else the catalogs' own (not yet calibrated).
     Never the calibrated catalog values, so that a recalibration does not compound the last
     one and a left-out source is not predicted from values fitted to it."""
-    if CALIBRATION_RECORD.is_file():
-        record = OmegaConf.load(CALIBRATION_RECORD)
+    record_path = calibration_record()
+    if record_path.is_file():
+        record = OmegaConf.load(record_path)
         if "spec" in record:
             return OmegaConf.to_container(record.spec)
     gpu = {name: {p: float(load_option("gpu", name)[p]) for p in Cal.GPU_PARAMS} for name in catalog_gpus()}
@@ -125,7 +156,7 @@ def run_calibrate(cfg: DictConfig, runs: Path | list[Path], loso: bool = True) -
     spec = spec_values()
     missing = sorted(set(catalog_gpus()) - set(spec["gpu"]))
     if missing:
-        raise ConfigError(f"{CALIBRATION_RECORD}: spec has no values for gpu {missing}")
+        raise ConfigError(f"{calibration_record()}: spec has no values for gpu {missing}")
     prior = Cal.prior_from(spec, problem.gpus)
     result = Cal.fit(problem, prior)
     records["catalog_s"] = np.asarray(Cal.step_times(jax.tree.map(jnp.asarray, Cal.catalog_values(problem)), problem))
@@ -239,48 +270,14 @@ def errors_by_source(records: pd.DataFrame) -> pd.DataFrame:
 
 
 def _set_values(path: Path, values: dict, note: str, spec: dict) -> None:
-    """Replace ``key: value`` lines of a catalog YAML file, keeping its other lines; the spec
-    value the calibration started from stays in the comment."""
-    text = path.read_text()
-    for key, value in values.items():
-        pattern = re.compile(rf"^{key}:[ \t]*([^#\n]*?)[ \t]*(#[^\n]*)?$", re.MULTILINE)
-        match = pattern.search(text)
-        if match is None:
-            raise ConfigError(f"{path}: no line `{key}: ...` to calibrate")
-        comment = re.sub(r"^#\s*(calibrated[^;]*;\s*)?((was|spec) [^;\s]+(;\s*|$))*", "", match.group(2) or "")
-        line = f"{key}: {value:.4g}".ljust(29) + f"# {note}; spec {spec[key]:.4g}; {comment}".rstrip("; ")
-        text = text[:match.start()] + line + text[match.end():]
-    path.write_text(text)
-
-
-def apply(doc: dict) -> None:
-    """Make a calibration the shipped defaults: catalog values and the record beside them."""
-    note = f"calibrated {doc['calibration']['date']} (conf/calibration.yaml)"
-    for name, values in doc["gpu"].items():
-        _set_values(CONF_DIR / "gpu" / f"{name}.yaml", {k: v for k, v in values.items() if k != "from"}, note,
-                    doc["spec"]["gpu"][name])
-    for preset in TRAINING_PRESETS:
-        _set_values(CONF_DIR / "training" / f"{preset}.yaml", doc["training"], note, doc["spec"]["training"])
-    write_record(doc)
-
-
-def apply_moe_host(doc: dict) -> None:
-    """The fitted launch floor into every training preset (spec 0: no floor)."""
-    note = f"calibrated {doc['calibration']['date']} (conf/calibration.yaml, moe_host)"
-    for preset in TRAINING_PRESETS:
-        _set_values(CONF_DIR / "training" / f"{preset}.yaml", {"moe_host_s": doc["moe_host"]["moe_host_s"]}, note,
-                    {"moe_host_s": 0.0})
-
-
-def write_record(doc: dict) -> None:
-    CALIBRATION_RECORD.write_text("# Written by `jctopt task=calibrate calibrate.apply=true`; the catalogs carry these "
-                                  "values; `spec` holds the values every calibration starts from.\n"
-                                  + OmegaConf.to_yaml(OmegaConf.create(doc)))
+    """``set_values`` on the file ``path``, in place."""
+    write_text(path, set_values(path.read_text(), values, note, spec, path))
 
 
 def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
     console = Console()
     runs = calibration_runs(cfg)
+    target = target_dir(cfg)
     fitted, records = run_calibrate(cfg, runs)
     table = errors_by_source(records)
     console.print(table.round(1).to_string())
@@ -289,30 +286,37 @@ def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
     meta = {"data": [r.name for r in runs], "sha256": [hashlib.sha256(r.read_bytes()).hexdigest() for r in runs],
             "date": datetime.date.today().isoformat(), "rows": int(len(records)), "abs_pct_error": errors}
     doc = {"calibration": meta, **fitted, "model_error": model_error(records)}
-    if cfg.calibrate.apply:
-        apply(doc)
-    # The MoE runs under the training values just fitted and the GPU catalogs now in force
-    # (the new ones when applied): first the launch floor, then the error at it.
-    moe_cfg = copy.deepcopy(cfg)
-    for key, value in doc["training"].items():
-        moe_cfg.training[key] = value
-    doc["moe_host"] = fit_moe_host(moe_cfg, [runs_path(f) for f in MOE_RUNS])
-    moe_cfg.training.moe_host_s = doc["moe_host"]["moe_host_s"]
-    if cfg.calibrate.apply:
-        apply_moe_host(doc)
-    doc["model_error"]["moe"] = moe_error(moe_cfg)
-    (run_dir / "calibration.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(doc)))
-    records.to_parquet(run_dir / "calibrate.parquet", index=False)
+    if shipped_runs(runs):
+        # The MoE runs under the training values just fitted and the GPU values in force: the
+        # new ones where they are to be applied. First the launch floor, then the error at it.
+        moe_cfg = copy.deepcopy(cfg)
+        for key, value in doc["training"].items():
+            moe_cfg.training[key] = value
+        new_gpus = {name: {k: v for k, v in values.items() if k != "from"} for name, values in doc["gpu"].items()}
+        with values_in_force({"gpu": new_gpus} if target is not None else {}):
+            doc["moe_host"] = {**fit_moe_host(moe_cfg, [runs_path(f) for f in MOE_RUNS]), "fitted_now": True}
+            moe_cfg.training.moe_host_s = doc["moe_host"]["moe_host_s"]
+            doc["model_error"]["moe"] = moe_error(moe_cfg)
+    else:
+        console.print(f"the MoE launch floor (training.moe_host_s) is not refitted: it is fitted to the shipped MoE "
+                      f"runs ({', '.join(MOE_RUNS)}) only when calibrate.runs are the shipped files")
+        carry_over(doc)
+    write_text(run_dir / "calibration.yaml", record_text(doc, header=False))
+    write_parquet(records, run_dir / "calibrate.parquet")
     console.print(f"wrote {run_dir / 'calibration.yaml'}, calibrate.parquet")
-    if cfg.calibrate.apply:
-        write_record(doc)
-        console.print(f"applied: conf/gpu/*.yaml, conf/training/*.yaml, {CALIBRATION_RECORD}")
+    if target is not None:
+        written = apply(doc, target)
+        console.print("applied (read ahead of the shipped catalog by later runs):" if target != CONF_DIR
+                      else "applied to the shipped catalog:")
+        for path in written:
+            console.print(f"  {path}", soft_wrap=True)
     m = {k: v["median"] for k, v in errors.items()}
     print(f"median_abs_pct_error catalog={m['catalog']:.2f} fitted={m['fitted']:.2f} "
           f"leave_one_source_out={m['loso']:.2f} leave_one_die_out={m['lodo']:.2f} n={len(records)}")
-    host = doc["moe_host"]
-    e = host["abs_pct_error"]
-    print(f"moe_host_s={host['moe_host_s']:g} MoE median_abs_pct_error without={e['without']:.2f} "
-          f"fitted={e['fitted']:.2f} leave_one_source_out={e['loso']:.2f} leave_one_family_out={e['lofo']:.2f} "
-          f"n={host['rows']}")
+    host = doc.get("moe_host")
+    if host and "kept_from" not in host:
+        e = host["abs_pct_error"]
+        print(f"moe_host_s={host['moe_host_s']:g} MoE median_abs_pct_error without={e['without']:.2f} "
+              f"fitted={e['fitted']:.2f} leave_one_source_out={e['loso']:.2f} leave_one_family_out={e['lofo']:.2f} "
+              f"n={host['rows']}")
     return records

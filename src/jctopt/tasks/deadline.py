@@ -28,7 +28,7 @@ from ..job import uncertainty as U
 from ..job.risk import error_basis, log_quantiles, with_job_risk
 from ..search.grid import catalog, configured, search
 from ..search.space import int_axis
-from ._output import json_row, layout_label, pyplot, save_plot
+from ._output import json_row, layout_label, pyplot, save_plot, write_parquet, write_text
 
 
 def frontier(cfg: DictConfig) -> pd.DataFrame:
@@ -56,7 +56,7 @@ def confident_cheapest(cfg: DictConfig, first_k: int = 64) -> pd.Series | None:
     deadline_s = 86400.0 * float(cfg.job.deadline_days)
     best = []
     for gpu in cfg.space.gpu:
-        k = np.sort(U.error_multipliers(log_quantiles(error_basis(gpu, cfg.model.n_experts > 1))))
+        k = np.sort(U.error_multipliers(log_quantiles(error_basis(gpu, cfg.model.n_experts > 1, cfg.training.stack))))
         k_c = k[min(int(np.ceil(confidence * len(k))), len(k)) - 1]
         bound_days = float((deadline_s - float(cfg.cluster.init_s)) / k_c / 86400.0)
         if bound_days <= 0:
@@ -175,8 +175,8 @@ def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
             console.print(f"what it would take (every GPU type and fabric, {counts}): {describe(answer['would_take'])}")
         else:
             console.print(f"even every catalog GPU type and fabric, at {counts}, does not meet it")
-    front.to_parquet(run_dir / "frontier.parquet", index=False)
-    (run_dir / "best.json").write_text(json.dumps(answer, indent=2))
+    write_parquet(front, run_dir / "frontier.parquet")
+    write_text(run_dir / "best.json", json.dumps(answer, indent=2))
     plot(front, answer, run_dir / "frontier.png")
     console.print(f"wrote {run_dir / 'frontier.parquet'}, best.json, frontier.png")
     return front

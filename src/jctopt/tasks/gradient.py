@@ -23,7 +23,7 @@ from rich.table import Table
 from ..config import ConfigError, to_config
 from ..job.jct import Reason, estimate
 from ..search import gradient as G
-from ._output import pyplot, save_plot
+from ._output import pyplot, save_plot, write_parquet, write_text
 
 
 def run_gradient(cfg: DictConfig) -> tuple[dict, pd.DataFrame]:
@@ -107,8 +107,8 @@ def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
     for _, r in sens.head(12).iterrows():
         table.add_row(r.input, f"{r.value:.4g}", f"{r.jct_elasticity:+.3f}", f"{r.cost_elasticity:+.3f}")
     console.print(table)
-    (run_dir / "gradient.json").write_text(json.dumps(out, indent=2))
-    sens.to_parquet(run_dir / "sensitivity.parquet", index=False)
+    write_text(run_dir / "gradient.json", json.dumps(out, indent=2))
+    write_parquet(sens, run_dir / "sensitivity.parquet")
     plot(sens, run_dir / "sensitivity.png")
     console.print(f"wrote {run_dir / 'gradient.json'}, sensitivity.parquet, sensitivity.png")
     return sens

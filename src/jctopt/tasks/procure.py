@@ -21,7 +21,15 @@ from rich.table import Table
 from ..config import ConfigError, as_dict, load_option
 from ..job.risk import p_cheaper, with_job_risk
 from ..search.grid import configured, search
-from ._output import LAYOUT_COLUMNS, json_row, layout_label, pyplot, save_plot
+from ._output import (
+    LAYOUT_COLUMNS,
+    json_row,
+    layout_label,
+    pyplot,
+    save_plot,
+    write_parquet,
+    write_text,
+)
 
 OUTPUT_COLUMNS = ["jct_s", "days", "cost_usd", "gpu_hours", "price_per_gpu_hour", "energy_kwh", "energy_usd",
                   "mfu", "efficiency", "n_failures"]
@@ -89,7 +97,7 @@ def run_procure(cfg: DictConfig) -> pd.DataFrame:
     if not ok.empty and len(ok) > 1:
         w = df[df.winner].iloc[0]
         moe = cfg.model.n_experts > 1
-        df.loc[df.winner, "p_winner_cheaper"] = min(p_cheaper(w.cost_usd, w.gpu, o.cost_usd, o.gpu, moe)
+        df.loc[df.winner, "p_winner_cheaper"] = min(p_cheaper(w.cost_usd, w.gpu, o.cost_usd, o.gpu, moe, cfg.training.stack)
                                                     for _, o in df[df.meets_deadline & ~df.winner].iterrows())
     keep = ["gpu", "meets_deadline", "winner"] + [c for c in LAYOUT_COLUMNS if c in df and c != "gpu"] + \
         [c for c in OUTPUT_COLUMNS + RISK_COLUMNS if c in df] + ["break_even_price_per_gpu_hour", "price_ratio_flip",
@@ -176,8 +184,8 @@ def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
                       f"{r.price_per_gpu_hour:.2f}", f"{r.energy_kwh / 1e3:,.0f} ({r.energy_usd:,.0f})", f"{r.mfu:.0%}")
     console.print(table)
     console.print(verdict(df, deadline))
-    df.to_parquet(run_dir / "procure.parquet", index=False)
+    write_parquet(df, run_dir / "procure.parquet")
     plot(df, deadline, run_dir / "procure.png")
-    (run_dir / "procure.json").write_text(json.dumps([json_row(r) for _, r in df.iterrows()], indent=2))
+    write_text(run_dir / "procure.json", json.dumps([json_row(r) for _, r in df.iterrows()], indent=2))
     console.print(f"wrote {run_dir / 'procure.parquet'}, procure.png")
     return df

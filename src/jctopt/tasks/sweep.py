@@ -191,7 +191,14 @@ def run_sweep(cfg: DictConfig, out: Path, *, process: tuple[int, int] = (0, 1), 
         # library code (jax, pyarrow) that swallows it. A second SIGTERM does not wait.
         stop.append(signum)
         if len(stop) > 1:
-            raise KeyboardInterrupt
+            interrupt()
+
+    def interrupt():
+        # The SIGTERM goes on to the handler it displaced (the CLI's: exit status 143), else
+        # stops the sweep as Ctrl-C does.
+        if callable(previous):
+            previous(stop[0], None)
+        raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, on_term) if _main_thread() else None
     evaluated = 0
@@ -207,7 +214,8 @@ def run_sweep(cfg: DictConfig, out: Path, *, process: tuple[int, int] = (0, 1), 
                 if stop_after is not None and i >= stop_after:
                     raise KeyboardInterrupt
                 if sw.keep not in REDUCTIONS:  # a reduction's rows get the whole risk at the end
-                    rows = with_step_interval(rows, cfg.job.confidence, cfg.model.n_experts > 1)
+                    rows = with_step_interval(rows, cfg.job.confidence, cfg.model.n_experts > 1,
+                                              cfg.training.stack)
                 table = _table(rows, {**meta, "jctopt.reason_counts": json.dumps(counts.tolist()),
                                       "jctopt.chunk": str(chunk)})
                 _write_atomic(table, d.part(chunk))
@@ -215,7 +223,7 @@ def run_sweep(cfg: DictConfig, out: Path, *, process: tuple[int, int] = (0, 1), 
                 rate = evaluated / (time.perf_counter() - start)
                 progress.update(task, advance=int(counts.sum()), rate=f"{rate:,.0f} configs/s")
                 if stop:
-                    raise KeyboardInterrupt
+                    interrupt()
     except KeyboardInterrupt:
         finished = len(d.done())
         console.print(f"[yellow]interrupted[/yellow]: {finished} of {n_chunks} chunks are on disk in {d.root}; "
@@ -284,10 +292,7 @@ def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
                           "starting a new one")
         else:
             out = previous
-    try:
-        df = run_sweep(cfg, out, process=process, console=console)
-    except KeyboardInterrupt:
-        raise SystemExit(130) from None
+    df = run_sweep(cfg, out, process=process, console=console)  # an interruption: the CLI exits 130 / 143
     d = SweepDir(out, sw.keep)
     if json.loads(d.manifest.read_text())["status"] == "done":
         _print_summary(console, d, sw.objective)

@@ -25,7 +25,7 @@ from ..model import flops as Fl
 from ..model import hybrid as Hy
 from ..search.grid import configured, search
 from ..search.space import int_axis
-from ._output import pyplot, save_plot
+from ._output import pyplot, save_plot, write_parquet
 
 CURVE = ["family", "gpu", "fabric"]
 PURE_DP = dict(space__tp=[1], space__pp=[1], space__cp=[1], space__ep=[1], space__vpp=[1])
@@ -153,8 +153,8 @@ def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
         dim = f"{s.diminishing_n_gpus:.0f}" if pd.notna(s.diminishing_n_gpus) else "-"
         table.add_row(s.family, s.gpu, s.fabric, wall_txt, f"{_days(s.fastest_jct_s)} on {s.fastest_n_gpus}", dim)
     console.print(table)
-    points.to_parquet(run_dir / "syncwall.parquet", index=False)
-    summary.to_parquet(run_dir / "syncwall_summary.parquet", index=False)
+    write_parquet(points, run_dir / "syncwall.parquet")
+    write_parquet(summary, run_dir / "syncwall_summary.parquet")
     plot(points, summary, run_dir / "syncwall.png")
     console.print(f"wrote {run_dir / 'syncwall.parquet'}, syncwall_summary.parquet, syncwall.png")
     return points

@@ -18,11 +18,13 @@ import pandas as pd
 from omegaconf import DictConfig
 from rich.console import Console
 
+from ..config import ConfigError
+from ..config.resources import why_unwritable
 from ..runs import DEFAULTS, run_validate, runs_path
 from ..runs.catalog_models import (
     catalog_model,
 )
-from ._output import pyplot, save_plot
+from ._output import pyplot, save_plot, write_parquet, write_text
 
 
 def summary(df: pd.DataFrame) -> pd.DataFrame:
@@ -142,21 +144,36 @@ def plot(df: pd.DataFrame, path: Path) -> Path:
     return save_plot(fig, path)
 
 
+def output_path(cfg: DictConfig, run_dir: Path) -> Path:
+    """``validate.out`` (default ``validate.parquet`` in the run directory), checked before any
+    row is predicted: a ConfigError naming ``validate.out`` where it is a directory or its
+    directory cannot be written."""
+    out = Path(cfg.validate.out) if cfg.validate.out else run_dir / "validate.parquet"
+    if out.is_dir():
+        raise ConfigError(f"validate.out={str(out)!r} is not allowed: it is a directory; name the Parquet file "
+                          "to write, e.g. validate.out=out.parquet")
+    problem = why_unwritable(out.parent)
+    if problem:
+        raise ConfigError(f"validate.out={str(out)!r} is not allowed: cannot write into {out.parent} ({problem})")
+    return out
+
+
 def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
-    v = cfg.validate
-    runs = runs_path(v.runs)
-    out = Path(v.out) if v.out else run_dir / "validate.parquet"
+    runs = runs_path(cfg.validate.runs)
+    out = output_path(cfg, run_dir)
     df = run_validate(cfg, runs)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    df.to_parquet(out, index=False)
-    (run_dir / "validate.md").write_text(report(df, runs))
-    if df.abs_pct_error.notna().any():
-        plot(df, run_dir / "validate.png")
+    write_parquet(df, out)
+    write_text(run_dir / "validate.md", report(df, runs))
+    n = int(df.abs_pct_error.notna().sum())
+    if n == 0:
+        raise ConfigError(f"validate.runs={str(runs)!r}: no row could be compared (none of its {len(df)} rows has "
+                          f"both a prediction and a measured step time); each row's reason is in "
+                          f"{run_dir / 'validate.md'} (\"Rows not placed\") and the reason column of {out}")
+    plot(df, run_dir / "validate.png")
     console = Console()
     s = summary(df)
     console.print(s.round(1).to_string())
     console.print(f"wrote {out}, {run_dir / 'validate.md'}")
-    n = int(df.abs_pct_error.notna().sum())
-    median = float(df.abs_pct_error.median()) if n else float("nan")
+    median = float(df.abs_pct_error.median())
     print(f"median_abs_pct_error={median:.4f} n={n}")
     return df
