@@ -88,3 +88,15 @@ def test_sweep_finishes_its_chunk_on_sigterm_and_exits_143(tmp_path):
     assert len(done) >= 2 and all(n.startswith("part-") for n in done)
     for p in parts.glob("part-*.parquet"):
         pd.read_parquet(p)  # every chunk on disk is whole
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_while_the_command_imports_ends_quietly(signum, code):
+    """Sent 0.2 s after start, while `jctopt` is still importing JAX (about 2 s): the exit status
+    is 128 + the signal and nothing is printed, no KeyboardInterrupt traceback."""
+    proc = subprocess.Popen([sys.executable, "-m", "jctopt.app", "task=estimate"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    time.sleep(0.2)
+    proc.send_signal(signum)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == code and "Traceback" not in out, out[-2000:]

@@ -5,6 +5,16 @@ and the model itself is dtype-generic (float32 inputs give float32 results).
 """
 
 import os
+import signal
+import sys
+
+# The `jctopt` command interrupted while it imports JAX (its first ~2 s; nothing is written yet)
+# ends quietly with 128 + the signal, not a KeyboardInterrupt traceback; app.main then installs
+# the tasks' own handlers (interrupt, finish or abandon the work in flight, write nothing partial).
+_argv = list(getattr(sys, "orig_argv", sys.argv))
+if (sys.argv and sys.argv[0].endswith("jctopt")) or ("-m" in _argv[:-1] and _argv[_argv.index("-m") + 1] == "jctopt.app"):
+    for _signal in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(_signal, lambda number, frame: os._exit(128 + number))
 
 # One XLA host device per available core, so that CPU sweeps shard their chunks over every
 # core (XLA runs each host device's program on one core). GPUs are unaffected. Set before
