@@ -11,15 +11,21 @@ side. Parquet writing is left out (it depends on how much is kept, not on the mo
 
 Also timed in the same run: the same model per configuration without vmap (one jitted call
 each, the way a scalar tool works), the exhaustive search for the cheapest layout of
-GPT-3 175B on exactly 1024 GPUs, and the wall time of the default job (``jctopt`` with no
-arguments, a new process each time) with an empty compilation cache (``first_answer_s``)
-and with the cache it left (``warm_answer_s``, median of 3). The last line printed is one
-JSON object.
+GPT-3 175B on exactly 1024 GPUs, the seconds tracing the sweep's chunk kernel takes
+(``trace_s``: what a run that loads its exported kernels skips), and the wall time of the
+default job (``jctopt`` with no arguments, a new process each time) with an empty cache
+(``first_answer_s``) and with the cache it left (``warm_answer_s``, median of 3), the same
+for ``jctopt task=estimate`` (``estimate_first_answer_s``, ``estimate_warm_answer_s``), and
+``jctopt task=optimize`` on its defaults in a new study: seconds from its start to its first
+trial meeting the deadline, to the trial that stays the best, and to its end
+(``optimize_first_best_s``, ``optimize_final_best_s``, ``optimize_s``). The last line printed
+is one JSON object.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import resource
 import statistics
@@ -69,13 +75,13 @@ def _scalar_rate(engine, n: int = 2000) -> float:
     return n / (time.perf_counter() - t0)
 
 
-def _answer_times(warm_runs: int = 3) -> tuple[float, float]:
-    """Wall seconds of the default job in a new process: cold (empty compilation cache), and
-    the median of ``warm_runs`` runs loading the kernels the first one cached."""
+def _answer_times(args: tuple[str, ...] = (), warm_runs: int = 3) -> tuple[float, float]:
+    """Wall seconds of ``jctopt *args`` (no arguments: the default job) in a new process: cold
+    (empty cache), and the median of ``warm_runs`` runs loading the kernels the first one cached."""
     with tempfile.TemporaryDirectory() as tmp:
         def run(i: int) -> float:
             t0 = time.perf_counter()
-            subprocess.run([sys.executable, "-c", "from jctopt.app import main; main()",
+            subprocess.run([sys.executable, "-c", "from jctopt.app import main; main()", *args,
                             f"compile_cache={tmp}/cache", f"hydra.run.dir={tmp}/run{i}"],
                            cwd=tmp, check=True, capture_output=True)
             return time.perf_counter() - t0
@@ -83,6 +89,30 @@ def _answer_times(warm_runs: int = 3) -> tuple[float, float]:
         cold = run(0)
         assert any(Path(tmp, "cache").iterdir()), "the first run cached no kernel"
         return cold, statistics.median(run(i) for i in range(1, warm_runs + 1))
+
+
+def _optimize_times() -> tuple[float, float, float]:
+    """``jctopt task=optimize`` on its defaults, a new study in a new process: seconds from its
+    start to the first trial meeting the deadline, to the final best trial, and to its end."""
+    import optuna
+
+    from jctopt.tasks.optimize import best_feasible, storage, trials_frame
+
+    with tempfile.TemporaryDirectory() as tmp:
+        url = f"sqlite:///{tmp}/optuna.db"
+        start, t0 = datetime.datetime.now(), time.perf_counter()
+        subprocess.run([sys.executable, "-c", "from jctopt.app import main; main()", "task=optimize",
+                        f"optimize.storage={url}", "optimize.study_name=bench", "optimize.progress=false",
+                        f"compile_cache={tmp}/cache", f"hydra.run.dir={tmp}/run"], cwd=tmp, check=True,
+                       capture_output=True)
+        total = time.perf_counter() - t0
+        study = optuna.load_study(study_name="bench", storage=storage(url))
+        deadline_s = 86400.0 * float(jctopt.compose(["task=optimize"]).job.deadline_days)
+        ok = best_feasible(trials_frame(study), deadline_s)
+        done = {t.number: (t.datetime_complete - start).total_seconds() for t in study.trials}
+        first = min(done[n] for n in ok.number) if len(ok) else float("nan")
+        final = done[ok.number.iloc[0]] if len(ok) else float("nan")
+        return first, final, total
 
 
 def main() -> None:
@@ -97,9 +127,17 @@ def main() -> None:
 
     first_answer_s, warm_answer_s = _answer_times()
     print(f"default job: {first_answer_s:.1f} s cold, {warm_answer_s:.1f} s with its kernels cached", file=sys.stderr)
+    estimate_first_s, estimate_warm_s = _answer_times(("task=estimate",))
+    print(f"estimate: {estimate_first_s:.1f} s cold, {estimate_warm_s:.1f} s with its kernels cached", file=sys.stderr)
+    optimize_first_s, optimize_final_s, optimize_s = _optimize_times()
+    print(f"optimize (defaults, a new study): first trial meeting the deadline at {optimize_first_s:.1f} s, "
+          f"the final best at {optimize_final_s:.1f} s, done in {optimize_s:.1f} s", file=sys.stderr)
 
     t0 = time.perf_counter()
     space, engine = build(jctopt.compose(SPACE + common))
+    t1 = time.perf_counter()
+    engine.trace(0)
+    trace_s = time.perf_counter() - t1
     list(engine.run([0]))  # compile both kernels
     compile_s = time.perf_counter() - t0
     assert space.size >= 10**7, space.size
@@ -140,8 +178,14 @@ def main() -> None:
         "speedup_vs_scalar": round(median / scalar),
         "search_1024_gpus_candidates": space_1024.size,
         "search_1024_gpus_s": round(search_s, 2),
+        "trace_s": round(trace_s, 2),
         "first_answer_s": round(first_answer_s, 2),
         "warm_answer_s": round(warm_answer_s, 2),
+        "estimate_first_answer_s": round(estimate_first_s, 2),
+        "estimate_warm_answer_s": round(estimate_warm_s, 2),
+        "optimize_first_best_s": round(optimize_first_s, 2),
+        "optimize_final_best_s": round(optimize_final_s, 2),
+        "optimize_s": round(optimize_s, 2),
         "jax": jax.__version__,
         "numpy": np.__version__,
     }))

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..config.cache import ExportedKernel
 from ..model import attention as A
 from ..model import flops as Fl
 from ..model import pipeline as P
@@ -36,6 +37,9 @@ OVERHEADS = {
     "straggler_s": "stragglers",
     "serial_s": "serial (Amdahl) time",
 }
+
+# The batched model over the candidate changes, loaded untraced on later runs (config.cache).
+_estimate_changes = ExportedKernel(estimate_batch, "estimate_batch")
 
 
 class Change(NamedTuple):
@@ -108,7 +112,7 @@ def best_change(cfg: Config, base_jct: float) -> tuple[str, float] | None:
     variants = [ch.apply(cfg) for ch in candidates]
     batch = jax.tree.map(lambda *xs: jnp.stack([jnp.asarray(x, dtype=jnp.float64) for x in xs]),
                          *variants)
-    out = estimate_batch(batch)
+    out = _estimate_changes(batch)
     jct = np.where(np.asarray(out.feasible), np.asarray(out.jct_s), np.inf)
     i = int(np.argmin(jct))
     if not np.isfinite(jct[i]) or jct[i] >= base_jct:

@@ -18,6 +18,7 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from ..config import ConfigError
+from ..config.cache import ExportedKernel
 from ..config.resources import CALIBRATION_RECORD
 from . import uncertainty as U
 
@@ -69,8 +70,9 @@ def check_confidence(confidence) -> float:
     return float(confidence)
 
 
-_cdf = jax.jit(U.jct_cdf)
-_quantile = jax.jit(U.jct_quantile)
+# The failure law's deadline probability and quantiles, loaded untraced on later runs (config.cache).
+_cdf = ExportedKernel(jax.jit(U.jct_cdf), "risk_cdf")
+_quantile = ExportedKernel(jax.jit(U.jct_quantile), "risk_quantile")
 
 
 def with_risk(rows: pd.DataFrame, confidence: float, deadline_s: float, init_s: float,

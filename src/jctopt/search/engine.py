@@ -31,6 +31,7 @@ from ..config import (
     is_mxfp8,
     to_config,
 )
+from ..config.cache import ExportedKernel
 from ..job.jct import Estimate, Reason, estimate
 from ..model.schedules import SCHEDULES
 from ..model.types import Config, FabricSpec, GPUSpec, Layout
@@ -216,6 +217,11 @@ def _scan(kernel: Kernel, lanes, offset, n_valid, rows, tables, base, objective,
                                                   max_free_s)
 
 
+# The kernels as later runs call them: loaded from the cache directory, untraced (config.cache).
+scan_kernel = ExportedKernel(_scan, "engine_scan", static_argnums=(0,))
+full_kernel = ExportedKernel(_full, "engine_full", static_argnums=(0,))
+
+
 class Engine:
     """An evaluator for one space and one base configuration. Its kernels are compiled once
     per process for each ``Decoding``/``Kernel`` and array shape, shared by every Engine alike."""
@@ -299,9 +305,17 @@ class Engine:
         """Start evaluating a chunk (asynchronous); pass the result to ``collect``."""
         offset, n_valid, rows = self.chunk_rows(chunk)
         rows_dev = jax.device_put(Rows(*map(jnp.asarray, rows)), self._replicated)
-        keep, counts = _scan(self.kernel, self.lanes, jnp.int32(offset), jnp.int32(n_valid), rows_dev,
+        keep, counts = scan_kernel(self.kernel, self.lanes, jnp.int32(offset), jnp.int32(n_valid), rows_dev,
                              self.tables, self.base, self._objective, self._max_jct_s, self._max_free_s)
         return chunk, offset, rows_dev, keep, counts
+
+    def trace(self, chunk: int = 0) -> jax.stages.Traced:
+        """The chunk kernel traced for ``chunk``: the work a run that loads the exported kernel
+        (config.cache) skips. Traced afresh only where this process has not traced it yet."""
+        offset, n_valid, rows = self.chunk_rows(chunk)
+        rows_dev = jax.device_put(Rows(*map(jnp.asarray, rows)), self._replicated)
+        return _scan.trace(self.kernel, self.lanes, jnp.int32(offset), jnp.int32(n_valid), rows_dev, self.tables,
+                           self.base, self._objective, self._max_jct_s, self._max_free_s)
 
     def run(self, chunks):
         """Yield ``(chunk, rows, counts)`` for each chunk, the next one computing while the
@@ -322,7 +336,7 @@ class Engine:
         for lo in range(0, lanes.size, self.row_batch):
             batch = lanes[lo:lo + self.row_batch]
             padded = np.pad(batch, (0, self.row_batch - batch.size), mode="edge")
-            index, est = _full(self.decoding, jnp.asarray(padded + offset, jnp.int32), rows_dev, self.tables, self.base)
+            index, est = full_kernel(self.decoding, jnp.asarray(padded + offset, jnp.int32), rows_dev, self.tables, self.base)
             frames.append(self._frame(chunk * self.chunk_size + batch, index, est, batch.size))
         df = pd.concat(frames, ignore_index=True) if frames else self._frame(np.zeros(0, np.int64), None, None, 0)
         return reduce_rows(df, self.keep, self.objective, self.top_k, self.group_by), np.asarray(counts)

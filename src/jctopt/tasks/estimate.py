@@ -15,6 +15,7 @@ from ..config import to_config
 from ..job.diagnosis import diagnose
 from ..job.jct import Reason, estimate
 from ..job.risk import with_job_risk
+from ._output import write_text
 
 STEP_ROWS = [
     ("compute_s", "compute (fwd + bwd + recompute, slowest stage)"),
@@ -37,7 +38,7 @@ def run_estimate(cfg: DictConfig) -> pd.DataFrame:
     """Evaluate one configuration; one row with every output (SI units: s, bytes, USD), with
     intervals at ``job.confidence`` and P(JCT <= job.deadline_days) (``job.risk.with_risk``)."""
     config = to_config(cfg)
-    est = estimate(config)
+    est = estimate(config)  # op by op, as always: a jitted estimate rounds some outputs differently
     row = {k: np.asarray(v).item() for k, v in est._asdict().items()}
     row["reason"] = Reason(row["reason"]).name
     row["diagnosis"] = diagnose(config, est)
@@ -123,6 +124,6 @@ def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
     out = {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in record.items()}
     out["config"] = OmegaConf.to_container(cfg, resolve=True)
     path = run_dir / "estimate.json"
-    path.write_text(json.dumps(out, indent=2, default=float))
+    write_text(path, json.dumps(out, indent=2, default=float))
     Console().print(f"wrote {path}")
     return df

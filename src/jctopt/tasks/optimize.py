@@ -11,11 +11,13 @@ while ``trials.parquet`` records the model's real outputs and reason.
 
 The study lives in ``optimize.storage`` (SQLite by default, so an interrupted study resumes;
 any RDB URL, or ``journal:PATH`` for Optuna's journal file, which several worker processes
-or hosts can share). ``optimize.n_trials`` is the study's total, not a per-run count.
+or hosts can share). ``optimize.n_trials`` is the study's total, not a per-run count. A batch
+is asked in an in-memory copy of the study and stored once told (``working_copy``, ``save``).
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import math
@@ -34,6 +36,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 from ..config import PRECISION, ConfigError, is_mxfp8, to_config
+from ..config.cache import ExportedKernel
 from ..job.jct import Reason, estimate_batch
 from ..model.schedules import SCHEDULES
 from ..model.types import FabricSpec, GPUSpec, Layout
@@ -48,6 +51,8 @@ from ..search.space import (
 )
 from ..search.tables import catalog_arrays, ckpt_arrays, recompute_tables, with_choices
 
+# The batched model as later runs call it: loaded from the cache directory, untraced (config.cache).
+BATCH = ExportedKernel(estimate_batch, "estimate_batch")
 PENALTY = 1e30  # objective of a masked configuration (ranked below every real one)
 INT_AXES = ("n_gpus", "tp", "pp", "cp", "ep", "vpp", "micro_batch")
 
@@ -101,7 +106,7 @@ class Evaluator:
             zero_stage=f(col["zero_stage"]), low_precision=f([PRECISION[p] for p in col["precision"]]),
             mxfp8=f([is_mxfp8(p) for p in col["precision"]]),
             ckpt_auto=ckpt_auto, ckpt_interval_s=ckpt_s, recompute_modules=self.recompute_modules[ri])
-        est = estimate_batch(cfg)
+        est = BATCH(cfg)
         out = pd.DataFrame({k: np.asarray(getattr(est, k))[:n] for k in ("jct_s", "cost_usd", "mfu", "energy_kwh",
                                                                            "dp", "n_micro", "reason")})
         out["reason"] = [Reason(int(r)).name for r in out.reason]
@@ -170,6 +175,9 @@ def run_optimize(cfg: DictConfig, console: Console | None = None) -> tuple[optun
         raise ConfigError(f"optimize.mode={o.mode!r} is not allowed: single | multi")
     if not (o.n_trials >= 1 and o.batch_size >= 1):
         raise ConfigError(f"optimize.n_trials={o.n_trials}, optimize.batch_size={o.batch_size}: both must be >= 1")
+    for key in ("worker", "startup_trials"):  # a worker's index; the random trials before TPE's model
+        if isinstance(o[key], bool) or not isinstance(o[key], int) or o[key] < 0:
+            raise ConfigError(f"optimize.{key}={o[key]!r} is not allowed: an integer >= 0")
     # The exact space's rules first: a space with no valid layout is a ConfigError naming the rule.
     build_space(cfg.space, cfg.model, int(cfg.training.global_batch), int(cfg.cluster.gpus_per_node))
     axes = search_axes(cfg)
@@ -185,7 +193,8 @@ def run_optimize(cfg: DictConfig, console: Console | None = None) -> tuple[optun
         directions = ["minimize", "minimize"]
     name = o.study_name or study_name(cfg)
     try:
-        study = optuna.create_study(storage=storage(o.storage), study_name=name, directions=directions,
+        where = storage(o.storage) or optuna.storages.InMemoryStorage()
+        study = optuna.create_study(storage=where, study_name=name, directions=directions,
                                     sampler=sampler, load_if_exists=True)
     except ConfigError:
         raise
@@ -200,42 +209,125 @@ def run_optimize(cfg: DictConfig, console: Console | None = None) -> tuple[optun
     if done or requeued:
         console.print(f"study '{name}': {done} trials already in {o.storage}"
                       + (f"; {requeued} left running by an interrupted run are asked again" if requeued else ""))
-    stop = []  # Ctrl-C: finish the batch in flight (its trials are told), then stop
-    previous = (signal.signal(signal.SIGINT, lambda *_: stop.append(True))
-                if threading.current_thread() is threading.main_thread() else None)
+    stored = optuna.load_study(study_name=name, storage=where, sampler=(replay := _Replay()))  # for save
+    best = _better(None, trials_frame(study), deadline_s) if done and o.mode == "single" else None
+    stop: list[int] = []  # SIGINT or SIGTERM: finish the batch in flight (its trials are told), then stop
+    previous = ({s: signal.signal(s, lambda signum, _: stop.append(signum)) for s in (signal.SIGINT, signal.SIGTERM)}
+                if threading.current_thread() is threading.main_thread() else {})
     try:
         with Progress(console=console, disable=not o.progress) as progress:
-            task = progress.add_task("optuna trials", total=int(o.n_trials), completed=done)
+            task = progress.add_task(_describe(study, o.mode, best), total=int(o.n_trials), completed=done)
             while not stop and counted(study, worker) < o.n_trials:
                 k = min(int(o.batch_size), int(o.n_trials) - counted(study, worker))
                 if k <= 0:  # another worker filled the study meanwhile
                     break
+                popped = [stored.ask() for _ in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))[:k]]
+                for t in popped:
+                    t.set_user_attr(WORKER_ATTR, worker)  # whose it is, should this process die
+                work = working_copy(study, sampler, {t.number for t in popped})
                 trials = []
-                while len(trials) < k and not stop:
-                    trials.append(study.ask())
-                    trials[-1].set_user_attr(WORKER_ATTR, worker)  # whose it is, should this process die
+                while len(trials) < k and (not stop or len(trials) < len(popped)):
+                    trials.append(work.ask())
+                    trials[-1].set_user_attr(WORKER_ATTR, worker)
                 if not trials:
                     break
                 params = [{a: t.suggest_categorical(a, v) for a, v in axes.items()} for t in trials]
                 out = evaluate(params)
                 for t, (_, r) in zip(trials, out.iterrows()):
-                    feasible = r.reason == "OK"
-                    # One attribute per trial: every storage write is a transaction.
-                    t.set_user_attr("model", {"reason": r.reason, **{k: float(r[k]) if feasible else None for k in
-                                                                   ("jct_s", "cost_usd", "mfu", "energy_kwh")}})
-                    if o.mode == "single":
-                        t.set_constraint("deadline_days", (r.jct_s - deadline_s) / 86400.0 if feasible else PENALTY)
-                        study.tell(t, float(r.cost_usd) if feasible else PENALTY)
-                    else:
-                        t.set_constraint("feasible", 0.0 if feasible else PENALTY)
-                        study.tell(t, [float(r.cost_usd), r.jct_s / 86400.0] if feasible else [PENALTY, PENALTY])
-                progress.update(task, completed=counted(study, worker))
+                    work.tell(t, _record(t, r, o.mode, deadline_s))
+                save(study, stored, replay, work, trials, popped, out, o.mode, deadline_s)
+                if o.mode == "single":
+                    best = _better(best, out.assign(number=[t.number for t in trials]), deadline_s)
+                progress.update(task, completed=counted(study, worker), description=_describe(study, o.mode, best))
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
-    if stop:
-        raise KeyboardInterrupt
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    if stop:  # the signal goes on to the handler it displaced (the CLI's: exit 128 + its number)
+        if callable(previous.get(stop[0])):
+            previous[stop[0]](stop[0], None)
+        raise Interrupted(stop[0])
     return study, trials_frame(study)
+
+
+class Interrupted(KeyboardInterrupt):
+    """Stopped by SIGINT or SIGTERM (``signum``) after the batch in flight was told and stored."""
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _record(trial, r, mode: str, deadline_s: float):
+    """Set one evaluated trial's model outputs and constraint; the values to tell."""
+    feasible = r.reason == "OK"
+    trial.set_user_attr("model", {"reason": r.reason, **{k: float(r[k]) if feasible else None for k in
+                                                       ("jct_s", "cost_usd", "mfu", "energy_kwh")}})
+    if mode == "single":
+        trial.set_constraint("deadline_days", (r.jct_s - deadline_s) / 86400.0 if feasible else PENALTY)
+        return float(r.cost_usd) if feasible else PENALTY
+    trial.set_constraint("feasible", 0.0 if feasible else PENALTY)
+    return [float(r.cost_usd), r.jct_s / 86400.0] if feasible else [PENALTY, PENALTY]
+
+
+def working_copy(study: optuna.Study, sampler, popped: set[int]) -> optuna.Study:
+    """An in-memory copy of ``study``'s trials (numbers, parameters, values, constraints) where
+    the sampler asks a batch: asked in a database, a batch's RUNNING trials are all re-read at
+    every ask and suggestion (Optuna's cached storage re-reads unfinished trials), 95 % of the
+    run time at 256 a batch. ``popped`` trials are WAITING there, to be asked first."""
+    work = optuna.create_study(directions=study.directions, sampler=sampler)
+    trials = []
+    for t in study.get_trials(deepcopy=False):
+        if t.number in popped:
+            t = copy.deepcopy(t)
+            t.state, t.datetime_start = TrialState.WAITING, None
+        trials.append(t)
+    work.add_trials(trials)
+    return work
+
+
+def save(study, stored, replay, work, trials, popped, out, mode: str, deadline_s: float) -> None:
+    """Store a told batch: a new trial as it is (one write), a popped one by replaying its
+    parameters into the stored trial (``_Replay``), then its outputs and values."""
+    popped = {t.number: t for t in popped}
+    told = work.get_trials(deepcopy=False)  # numbered from 0, as the stored study's
+    for t, (_, r) in zip(trials, out.iterrows()):
+        done = told[t.number]
+        if t.number not in popped:
+            study.add_trial(done)
+            continue
+        target = popped[t.number]
+        replay.params = done.params
+        for a, dist in done.distributions.items():
+            target.suggest_categorical(a, dist.choices)
+        stored.tell(target, _record(target, r, mode, deadline_s))
+
+
+class _Replay(optuna.samplers.BaseSampler):
+    """A sampler giving the parameters a trial was already evaluated with (``save``)."""
+
+    params: dict  # of the trial being stored, set by ``save``
+
+    def _nothing_relative(self, *args):
+        return {}
+
+    infer_relative_search_space = sample_relative = _nothing_relative
+
+    def sample_independent(self, study, trial, param_name, param_distribution):
+        return self.params[param_name]
+
+
+def _better(best, out: pd.DataFrame, deadline_s: float):
+    """The cheapest trial meeting the deadline among ``best`` (a row or None) and ``out``'s."""
+    ok = best_feasible(out, deadline_s) if "reason" in out else out.iloc[:0]
+    return ok.iloc[0] if len(ok) and (best is None or ok.cost_usd.iloc[0] < best.cost_usd) else best
+
+
+def _describe(study: optuna.Study, mode: str, best) -> str:
+    """The progress line: the best so far (multi: the size of the cost-days front)."""
+    if mode == "multi":
+        return f"optuna trials, {len(study.best_trials)} on the cost-days front"
+    if best is None:
+        return "optuna trials, none meets the deadline yet"
+    return f"optuna trials, best ${best.cost_usd:,.0f} ({best.jct_s / 86400:.1f} days, trial {int(best.number)})"
 
 
 WORKER_ATTR = "worker"
@@ -285,10 +377,10 @@ def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
     console = Console()
     try:
         study, df = run_optimize(cfg, console)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:  # SIGINT, or SIGTERM (Interrupted): exit 128 + the signal's number
         console.print("[yellow]interrupted[/yellow]: the batch in flight was finished; every trial is in "
                       f"{cfg.optimize.storage}, and the same command resumes the study")
-        raise SystemExit(130) from None
+        raise SystemExit(128 + getattr(err, "signum", signal.SIGINT)) from None
     df.to_parquet(run_dir / "trials.parquet", index=False)
     deadline_s = float(cfg.job.deadline_days) * 86400.0
     if cfg.optimize.mode == "single":
