@@ -5,7 +5,7 @@ import pytest
 from jctopt.model import compute as C
 from jctopt.model import eager as Ea
 from jctopt.model import flops as Fl
-from jctopt.runs import notes as runs_notes
+import runs_rules
 
 
 def _llama3_8b(config, *extra):
@@ -50,4 +50,4 @@ def test_layer_elementwise_time_grows_by_the_extra_bytes_at_hbm_rate(config):
     ({"source": "NeMo 24.07 performance_summary.md", "notes": "compile=no"}, False),
 ])
 def test_rows_run_eager_where_their_stack_did(row, eager):
-    assert runs_notes._eager_elementwise(row) is eager
+    assert runs_rules._eager_elementwise(row) is eager

@@ -3,6 +3,7 @@ ratio, the heads that pick the ratio, the precisions it needs, and validate read
 fp8_dot_product_attention."""
 
 import pandas as pd
+import prose
 import pytest
 
 import jctopt
@@ -79,7 +80,7 @@ def test_validate_reads_fp8_dot_product_attention(compose):
                                        ("te recipe: DelayedScaling(fp8_dpa=True)", "FP8", True),
                                        ("cfg.mixed_precision.fp8_dot_product_attention = False", "MXFP8", False),
                                        ("", "MXFP8", False), (row["notes"], "BF16", False)]:
-        cfg, _ = runs_row.row_config(base, dict(row, notes=notes, precision=precision))
+        cfg, _ = prose.row_config(base, dict(row, notes=notes, precision=precision))
         assert cfg.training.fp8_attention == expected, (notes, precision)
         jctopt.to_config(cfg)  # a bf16 row never asks for it
 
@@ -98,8 +99,8 @@ def test_deepseek_v3_on_gb300_with_its_recipes_fp8_attention(compose):
                  measured_iter_time_s=4096 * 4096 / (6288 * 256),
                  notes=f"recompute_modules=[]; calls: _benchmark_common(cfg) | {calls}")
     base = compose("task=validate")
-    with_fp8, _, _ = runs_place._place(base, gb300)
-    without, _, _ = runs_place._place(base, dict(gb300, notes=gb300["notes"].replace("=True, fp8_output", "=False, fp8_output")))
+    with_fp8, _, _ = prose.place(base, gb300)
+    without, _, _ = prose.place(base, dict(gb300, notes=gb300["notes"].replace("=True, fp8_output", "=False, fp8_output")))
     step, bf16_core_step = float(jctopt.estimate(with_fp8).step_s), float(jctopt.estimate(without).step_s)
     assert step == pytest.approx(gb300["measured_iter_time_s"], rel=0.07)
     assert bf16_core_step > 1.08 * step

@@ -1,6 +1,7 @@
 """NVIDIA GH200 in the catalog: an H100 die in four-GPU nodes (JSC JUPITER, CSCS Alps), its own
 MAMF, NVLink between the four, NDR200 InfiniBand out of the node."""
 
+import prose
 import pytest
 
 from jctopt.config import ConfigError, to_config
@@ -42,7 +43,7 @@ def test_estimate_is_finite_and_feasible(config):
 
 
 def test_validate_places_a_gh200_row_on_its_reference_system(compose):
-    cfg, used = runs_row.row_config(compose("task=validate"), dict(ROW, gpu="NVIDIA GH200 96GB"))
+    cfg, used = prose.row_config(compose("task=validate"), dict(ROW, gpu="NVIDIA GH200 96GB"))
     assert cfg.gpu.name == "gh200" and cfg.fabric.name == "ib_ndr200"
     assert (cfg.cluster.gpus_per_node, cfg.cluster.nics_per_node) == (4, 4)
     assert {"gpus_per_node", "inter_node"} <= set(used)
@@ -53,5 +54,5 @@ def test_validate_places_a_gh200_row_on_its_reference_system(compose):
 def test_a_gh200_row_states_its_memory(compose, cell, hbm):
     """The 96 GB HBM3 part is the catalog's; a cell naming the 141/144 GB HBM3e one runs on its
     memory (ml-engineering's memory table: 141 GB at 4.80 TB/s)."""
-    cfg, _ = runs_row.row_config(compose("task=validate"), dict(ROW, gpu=cell))
+    cfg, _ = prose.row_config(compose("task=validate"), dict(ROW, gpu=cell))
     assert cfg.gpu.name == "gh200" and (cfg.gpu.hbm_gb, cfg.gpu.hbm_tbps) == hbm

@@ -3,6 +3,7 @@ parameter and FLOP counts against published figures, and the layout rules Mamba-
 
 import jax.numpy as jnp
 import pandas as pd
+import prose
 import pytest
 
 from jctopt.config import ConfigError
@@ -149,7 +150,7 @@ def _nemotron_h_56b_step_s(compose, tmp_path, gpu, tp, mbs, measured_s):
                iter_time_kind="measured", notes="CUDA graphs on; fp8 current scaling")
     pd.DataFrame([row]).to_csv(tmp_path / f"{gpu}.csv", index=False)
     placed = runs_read.read_runs(tmp_path / f"{gpu}.csv").iloc[0].to_dict()
-    cfg, _, _ = runs_place._place(compose("task=validate"), placed)
+    cfg, _, _ = prose.place(compose("task=validate"), placed)
     return float(estimate(cfg).step_s)
 
 

@@ -3,13 +3,14 @@ against hand counts."""
 
 import jax.numpy as jnp
 import pandas as pd
+import prose
 import pytest
 
 import jctopt
 from jctopt.config.resources import validation_file
 from jctopt.job.jct import Reason
 from jctopt.model import memory as Mem
-from jctopt.runs import notes as runs_notes
+import runs_rules
 from jctopt.runs import place as runs_place
 from jctopt.runs import row as runs_row
 
@@ -78,13 +79,13 @@ def test_validate_reads_offloaded_layers_from_the_notes(compose):
     row = pd.read_csv(validation_file("runs_dev2.csv")).set_index("id").loc["nemofw2507_gb200_llama31_405b_128g"]
     row = dict(row.to_dict(), id=row.name, recompute="none",
                notes=str(row["notes"]) + "; recipe: cpu_offloading_num_layers=95")
-    config, rc, used = runs_place._place(compose("task=validate"), row)
+    config, rc, used = prose.place(compose("task=validate"), row)
     assert float(config.train.offload_layers) == 95.0 and rc.training.offload_layers == 95
     assert "offload_layers" not in used
     flag = dict(row, notes="--cpu-offloading --cpu-offloading-num-layers 40 --recompute-granularity full")
-    assert runs_notes._stated_offload_layers(flag) == 40
+    assert runs_rules._stated_offload_layers(flag) == 40
     off = dict(row, notes="cpu_offloading=False; cpu_offloading_num_layers=40")
-    assert runs_notes._stated_offload_layers(off) is None
+    assert runs_rules._stated_offload_layers(off) is None
 
 
 def test_a_silent_row_offloads_where_that_beats_recompute(compose):
@@ -95,13 +96,13 @@ def test_a_silent_row_offloads_where_that_beats_recompute(compose):
     row = pd.read_csv(validation_file("runs_dev2.csv")).set_index("id").loc["nemofw2507_gb200_llama31_405b_128g"]
     row = dict(row.to_dict(), id=row.name)
     base = compose("task=validate")
-    config, _, used = runs_place._place(base, row)
+    config, _, used = prose.place(base, row)
     assert "offload_layers" in used and float(config.train.recompute) == 0.0
     k = float(config.train.offload_layers)
     assert 0 < k <= 126
     fewer = config._replace(train=config.train._replace(offload_layers=config.train.offload_layers - 1))
     assert Reason(int(jctopt.estimate(fewer).reason)) == Reason.MEMORY  # the fewest that fit
-    rc, _ = runs_row.row_config(base, row)
+    rc, _ = prose.row_config(base, row)
     recomputed = runs_place._least_recompute_that_fits(rc)
     assert float(recomputed.train.recompute) > 0
     assert float(jctopt.estimate(config).step_s) < float(jctopt.estimate(recomputed).step_s)
@@ -117,7 +118,7 @@ def test_a_silent_row_offloads_where_host_memory_cannot_take_every_layer(compose
            "num_gpus": 64, "tp": 1, "pp": 1, "cp": 1, "vpp": 1, "micro_batch": 2, "global_batch": 256,
            "seq_len": 8192, "zero_stage": 3, "measured_iter_time_s": 6.25}
     base = compose("task=validate")
-    config, _, used = runs_place._place(base, row)
+    config, _, used = prose.place(base, row)
     every = config._replace(train=config.train._replace(offload_layers=jnp.asarray(80.0)))
     assert Reason(int(jctopt.estimate(every).reason)) == Reason.MEMORY  # host memory: the case the test is about
     assert "offload_layers" in used and float(config.train.recompute) == 0.0

@@ -1,6 +1,7 @@
 """torchtitan's per-op selective checkpointing (model.sac): what it recomputes, by hand, and which rows
 validate reads as running it."""
 
+import prose
 import pytest
 
 from jctopt.config import ConfigError, to_config
@@ -83,13 +84,20 @@ ROW = {"id": "r", "model": "Llama 3 8B", "layers": 32, "hidden": 4096, "ffn_hidd
     ("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md", "selective", "core_attention"),
 ])
 def test_torchtitan_rows_run_its_per_op_policy(compose, source, notes, policy):
-    cfg, _ = runs_row.row_config(compose("task=validate"), dict(ROW, source=source, notes=notes))
+    cfg, _ = prose.row_config(compose("task=validate"), dict(ROW, source=source, notes=notes))
     assert cfg.training.selective_ac == policy
 
 
-def test_rows_without_selective_recompute_keep_the_default(compose):
+def test_the_policy_is_moot_under_full_recompute(compose):
+    """Full recompute repeats the whole layer: a torchtitan row keeps its stack's per-op policy,
+    which predicts the same step and memory as the attention-core one."""
     row = dict(ROW, source="pytorch/torchtitan benchmarks/x.md", notes="full AC", recompute="full")
-    assert runs_row.row_config(compose("task=validate"), row)[0].training.selective_ac == "core_attention"
+    cfg, _ = prose.row_config(compose("task=validate"), row)
+    assert cfg.training.selective_ac == "op"
+    per_op = estimate(to_config(cfg))
+    cfg.training.selective_ac = "core_attention"
+    core = estimate(to_config(cfg))
+    assert float(per_op.step_s) == float(core.step_s) and float(per_op.mem_total) == float(core.mem_total)
 
 
 @pytest.mark.parametrize("tp, per_token", [

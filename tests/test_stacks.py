@@ -109,27 +109,23 @@ def test_full_precision_is_refused_by_name(cell):
 ])
 def test_recompute_spellings_of_other_frameworks(cell, mode, modules):
     assert recompute_mode(cell) == mode
-    assert recompute_modules(cell, "") == modules
+    assert recompute_modules(cell) == modules
 
 
 def test_every_shipped_run_names_its_stack():
-    """The stack column is what scripts/label_stacks.py writes, and names a conf/stack file where
-    the framework has one (NeMo AutoModel and DeepSeek's HAI-LLM have none yet)."""
-    import importlib.util
-
+    """The shipped files are what scripts/convert_runs.py writes (their stack and software
+    columns), and every stack they name has a conf/stack file."""
+    import convert_runs
     import pandas as pd
 
     from jctopt.config.resources import VALIDATION_DIR
 
-    script = Path(__file__).resolve().parents[1] / "scripts" / "label_stacks.py"
-    spec = importlib.util.spec_from_file_location("label_stacks", script)
-    labels = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(labels)
-    assert labels.main(["--check"]) == 0
+    assert convert_runs.main(["--check"]) == 0
     named = set(pd.concat([pd.read_csv(p) for p in Path(VALIDATION_DIR).glob("runs_*.csv")])["stack"])
-    assert named - {p.stem for p in STACK_DIR.glob("*.yaml")} == {"nemo_automodel", "hai_llm"}
-    assert labels.stack_of("Korthikanti et al. 2022 (arXiv:2205.05198), Tables 3+5", "") == "megatron_lm"
-    assert labels.stack_of("NVIDIA/dgxc-benchmarking v25.02 (nemo:24.12)", "") == "megatron_core"
+    assert named <= {p.stem for p in STACK_DIR.glob("*.yaml")} and len(named) == 9
+    assert convert_runs.stack_of("Korthikanti et al. 2022 (arXiv:2205.05198), Tables 3+5", "") == "megatron_lm"
+    assert convert_runs.stack_of("NVIDIA/dgxc-benchmarking v25.02 (nemo:24.12)", "") == "megatron_core"
+    assert convert_runs.stack_of("my own cluster's logs", "") is None
 
 
 def test_a_stack_without_runs_carries_the_spread_across_stacks():

@@ -1,6 +1,7 @@
 """Attention core, TP/PP/DP overlap, pipeline sends, ZeRO-3 and hybrid-shard traffic against
 hand-computed values."""
 
+import prose
 import pytest
 
 from jctopt.config import to_config
@@ -164,7 +165,7 @@ def test_layer_time_matches_korthikanti_table_4(compose, sp, recompute):
     runs = runs_read.read_runs(runs_read.runs_path(None))
     row = runs[runs.id == "korthikanti22_t5_22b_full_recompute"].iloc[0].to_dict()
     row.update(sp=int(sp), recompute=recompute)
-    cfg = to_config(runs_row.row_config(compose("task=validate"), row)[0])
+    cfg = to_config(prose.row_config(compose("task=validate"), row)[0])
     m, lay, t = cfg.model, cfg.layout, cfg.train
     assert float(t.micro_batch) == 4 and float(lay.tp) == 8 and float(t.tp_async_backward) == 1
     est = estimate(cfg)

@@ -6,6 +6,7 @@ import sys
 
 import jax.numpy as jnp
 import pandas as pd
+import prose
 import pytest
 
 import jctopt
@@ -14,7 +15,7 @@ from jctopt.config import RECOMPUTE, to_config
 from jctopt.config.resources import VALIDATION_DIR, validation_file
 from jctopt.job.jct import Reason
 from jctopt.runs import cells as runs_cells
-from jctopt.runs import notes as runs_notes
+import runs_rules
 from jctopt.runs import place as runs_place
 from jctopt.runs import predict as runs_predict
 from jctopt.runs import read as runs_read
@@ -74,26 +75,26 @@ def test_row_mapping_and_documented_defaults(compose):
            "precision": "fp8", "gpus_per_node": 8, "inter_node": "unknown", "num_gpus": 64, "tp": None, "pp": None,
            "dp": 8, "cp": 1, "ep": 1, "sp": 1, "vpp": None, "micro_batch": 1, "global_batch": 128,
            "recompute": None, "zero_stage": 1}
-    cfg, used = runs_row.row_config(base, row)
+    cfg, used = prose.row_config(base, row)
     assert cfg.model.vocab == 128256 and cfg.model.glu  # SwiGLU: 8.0 B params with 3 matrices
     assert (cfg.layout.tp, cfg.layout.pp) == (8, 1)
     assert cfg.fabric.name == "ib_ndr400" and cfg.cluster.nics_per_node == 8
     assert cfg.training.precision == "fp8" and cfg.training.recompute == "none" and cfg.training.flash_attention
     assert cfg.training.fused_attention  # NeMo 2024: Transformer Engine's cuDNN attention
     assert set(used) == {"architecture", "tp", "inter_node", "vpp", "recompute"}  # vocab: the catalog's Llama 3 8B
-    llama2, used = runs_row.row_config(base, dict(row, model="Llama 2 13B"))  # not in the catalog: the family rule
+    llama2, used = prose.row_config(base, dict(row, model="Llama 2 13B"))  # not in the catalog: the family rule
     assert llama2.model.vocab == 32000 and "vocab" in used and "architecture" not in used
     row.update(inter_node="roce_1600gbps_node", gpu="a100_class", source="Narayanan et al. 2021")
-    cfg, used = runs_row.row_config(base, row)
+    cfg, used = prose.row_config(base, row)
     assert cfg.fabric.nic_gbit == 200.0 and cfg.gpu.name == "a100_80gb" and not cfg.training.flash_attention
     assert not cfg.training.fused_attention
     for source, fused in [("pytorch/torchtitan benchmarks (2025-06)", False), ("MosaicML llm-foundry 2024", False),
                           ("NVIDIA/dgxc-benchmarking v25.04 (nemo:25.02.01)", True),
                           ("Megatron-LM README (2024-07, MCore r0.8.0)", True)]:
-        assert runs_row.row_config(base, dict(row, source=source))[0].training.fused_attention == fused, source
+        assert prose.row_config(base, dict(row, source=source))[0].training.fused_attention == fused, source
     with pytest.raises(RowError, match="precision='int4' is not modelled"):
-        runs_row.row_config(base, dict(row, precision="int4"))
-    nvfp4, _ = runs_row.row_config(base, dict(row, precision="NVFP4"))
+        prose.row_config(base, dict(row, precision="int4"))
+    nvfp4, _ = prose.row_config(base, dict(row, precision="NVFP4"))
     with pytest.raises(ConfigError, match=r"training.precision='nvfp4' is not allowed: bf16 \| fp16 \(gpu=a100_80gb has no nvfp4"):
         to_config(nvfp4)
 
@@ -139,16 +140,16 @@ def test_table_spellings_of_layout_cells(compose):
     row = {"id": "r", "source": "Some stack 2025", "model": "GPT", "layers": 24, "hidden": 2048, "ffn_hidden": 8192,
            "heads": 16, "seq_len": 2048, "vocab": 51200, "gpu": "h100_sxm", "precision": "bf16", "num_gpus": 16,
            "tp": 2, "pp": 1, "cp": 1, "ep": "n/a", "vpp": "n/a", "global_batch": 64, "recompute": "selective_op"}
-    cfg, used = runs_row.row_config(base, row)
+    cfg, used = prose.row_config(base, row)
     assert cfg.layout.vpp == 1 and cfg.layout.ep == 1 and {"vpp", "ep"} <= set(used)
     assert cfg.training.recompute == "selective"
-    cfg, _ = runs_row.row_config(base, dict(row, kv_heads="n/a"))  # a column read as blank before _int
+    cfg, _ = prose.row_config(base, dict(row, kv_heads="n/a"))  # a column read as blank before _int
     assert cfg.model.n_kv_heads == 16
     for cell, mode in (("Off", "none"), ("no (AC disabled)", "none"), ("full/uniform", "full")):
-        cfg, _ = runs_row.row_config(base, dict(row, recompute=cell))
+        cfg, _ = prose.row_config(base, dict(row, recompute=cell))
         assert cfg.training.recompute == mode, cell
     with pytest.raises(RowError, match=r"recompute='offload' is not one of none, selective, full"):
-        runs_row.row_config(base, dict(row, recompute="offload"))
+        prose.row_config(base, dict(row, recompute="offload"))
 
 
 def test_a_gpu_outside_the_catalog_names_itself(compose):
@@ -156,8 +157,8 @@ def test_a_gpu_outside_the_catalog_names_itself(compose):
            "heads": 16, "seq_len": 2048, "vocab": 51200, "gpu": "V100", "precision": "fp16", "num_gpus": 8,
            "tp": 1, "pp": 1, "global_batch": 64}
     with pytest.raises(RowError, match=r"gpu='V100' is not in the catalog"):
-        runs_row.row_config(compose("task=validate"), row)
-    cfg, used = runs_row.row_config(compose("task=validate"), dict(row, gpu="DGX-H100", precision="bf16"))
+        prose.row_config(compose("task=validate"), row)
+    cfg, used = prose.row_config(compose("task=validate"), dict(row, gpu="DGX-H100", precision="bf16"))
     assert cfg.gpu.name == "h100_sxm" and "gpu" not in used
 
 
@@ -362,7 +363,7 @@ def test_package_errata_hold():
 ])
 def test_a_source_names_its_year(source, year):
     """The latest year a source names, after an underscore too; a GPU count (2048) is not one."""
-    assert runs_notes.source_year({"source": source}) == year
+    assert runs_rules.source_year({"source": source}) == year
 
 
 @pytest.mark.parametrize("source, notes, logit_bytes", [
@@ -379,7 +380,7 @@ def test_an_eager_torchtitan_loss_keeps_its_logits_three_times(compose, source, 
            "heads": 32, "kv_heads": 8, "seq_len": 8192, "vocab": 128256, "gpu": "h100_sxm", "precision": "bf16",
            "gpus_per_node": 8, "inter_node": "ib_ndr400x8", "num_gpus": 8, "tp": 1, "pp": 1, "dp": 8,
            "global_batch": 8, "recompute": "selective", "notes": notes}
-    cfg, _ = runs_row.row_config(compose("task=validate"), row)
+    cfg, _ = prose.row_config(compose("task=validate"), row)
     assert cfg.training.logit_bytes == logit_bytes
 
 
@@ -393,32 +394,34 @@ def test_blank_sp_and_zero_follow_the_year_rules(compose):
            "heads": 16, "seq_len": 2048, "vocab": 51200, "gpu": "h100_sxm", "precision": "bf16", "gpus_per_node": 8,
            "inter_node": "ib_ndr400x8", "num_gpus": 16, "tp": 2, "pp": 1, "dp": 8, "cp": 1, "ep": 1, "sp": None,
            "vpp": 1, "micro_batch": 1, "global_batch": 64, "recompute": "none", "zero_stage": None}
-    cfg, used = runs_row.row_config(base, row)
+    cfg, used = prose.row_config(base, row)
     assert cfg.training.seq_parallel and cfg.training.zero_stage == 1 and cfg.training.mp_comm_overlap
-    assert {"sp", "zero_stage"} <= set(used)
-    assert cfg.training.dp_overlap and cfg.training.hybrid_shard and cfg.training.tp_async_backward
-    assert cfg.training.zero3_collectives_per_layer == 1 and not cfg.training.zero3_regather
-    cfg, _ = runs_row.row_config(base, dict(row, source="Paper 2021"))
-    assert not cfg.training.seq_parallel and cfg.training.zero_stage == 0 and not cfg.training.mp_comm_overlap
-    assert not cfg.training.dp_overlap and not cfg.training.hybrid_shard and not cfg.training.tp_async_backward
+    assert "sp" in used  # zero_stage: the conversion's year rule, written as a cell
+    assert cfg.training.dp_overlap and cfg.training.tp_async_backward
+    cfg, _ = prose.row_config(base, dict(row, zero_stage=3))  # the sharding flags matter at ZeRO-3
+    assert cfg.training.hybrid_shard and cfg.training.zero3_collectives_per_layer == 1 and not cfg.training.zero3_regather
+    cfg, _ = prose.row_config(base, dict(row, source="Paper 2021", zero_stage=3))
     assert cfg.training.zero3_collectives_per_layer == 4  # QKV, output, MLP in, MLP out
     assert cfg.training.zero3_regather  # DeepSpeed gathers again for a recomputed forward
-    cfg, _ = runs_row.row_config(base, dict(row, source="Paper 2021", ffn_hidden=5461))
+    cfg, _ = prose.row_config(base, dict(row, source="Paper 2021"))
+    assert not cfg.training.seq_parallel and cfg.training.zero_stage == 0 and not cfg.training.mp_comm_overlap
+    assert not cfg.training.dp_overlap and not cfg.training.hybrid_shard and not cfg.training.tp_async_backward
+    cfg, _ = prose.row_config(base, dict(row, source="Paper 2021", ffn_hidden=5461, zero_stage=3))
     assert cfg.training.zero3_collectives_per_layer == 5  # + the GLU gate
-    cfg, _ = runs_row.row_config(base, dict(row, notes="FSDP FULL_SHARD"))
+    cfg, _ = prose.row_config(base, dict(row, notes="FSDP FULL_SHARD"))
     assert not cfg.training.hybrid_shard  # the notes name the strategy
     for stack in ("pytorch/torchtitan benchmarks 2024-12", "NVIDIA-NeMo/Automodel docs 2025"):
-        cfg, used = runs_row.row_config(base, dict(row, source=stack))
+        cfg, used = prose.row_config(base, dict(row, source=stack))
         assert cfg.training.zero_stage == 3 and not cfg.training.hybrid_shard and "hybrid_shard" in used
-        cfg, _ = runs_row.row_config(base, dict(row, source=stack, notes="HSDP 2 x 8"))
+        cfg, _ = prose.row_config(base, dict(row, source=stack, notes="HSDP 2 x 8"))
         assert cfg.training.hybrid_shard
     for notes in ("FSDP HYBRID_SHARD", "the production run used HSDP"):
-        cfg, _ = runs_row.row_config(base, dict(row, source="Paper 2021", notes=notes))
+        cfg, _ = prose.row_config(base, dict(row, source="Paper 2021", notes=notes, zero_stage=3))
         assert cfg.training.hybrid_shard
-    cfg, _ = runs_row.row_config(base, dict(row, tp=1, dp=16))
+    cfg, _ = prose.row_config(base, dict(row, tp=1, dp=16))
     assert not cfg.training.seq_parallel  # no SP without TP
     assert cfg.training.metric_loss_passes == 0
-    cfg, _ = runs_row.row_config(base, dict(row, source="MosaicML llm-foundry benchmarking README"))
+    cfg, _ = prose.row_config(base, dict(row, source="MosaicML llm-foundry benchmarking README"))
     assert cfg.training.metric_loss_passes == 2  # Composer's train cross-entropy and perplexity
 
 
@@ -431,22 +434,22 @@ def test_a_blank_split_cell_is_what_the_stated_dp_leaves(compose):
            "heads": 32, "seq_len": 8192, "vocab": 51200, "gpu": "h100_sxm", "precision": "bf16", "gpus_per_node": 8,
            "num_gpus": 128, "tp": 4, "pp": 8, "dp": 2, "cp": None, "micro_batch": 1, "global_batch": 64,
            "recompute": "none"}
-    cfg, used = runs_row.row_config(base, row)
+    cfg, used = prose.row_config(base, row)
     assert (cfg.layout.tp, cfg.layout.pp, cfg.layout.cp) == (4, 8, 2) and "cp" in used
-    cfg, used = runs_row.row_config(base, dict(row, pp=None, cp=2))
+    cfg, used = prose.row_config(base, dict(row, pp=None, cp=2))
     assert (cfg.layout.tp, cfg.layout.pp, cfg.layout.cp) == (4, 8, 2) and "pp" in used
-    cfg, used = runs_row.row_config(base, dict(row, tp=None))  # cp blank beside it: 1
+    cfg, used = prose.row_config(base, dict(row, tp=None))  # cp blank beside it: 1
     assert (cfg.layout.tp, cfg.layout.pp, cfg.layout.cp) == (8, 8, 1) and {"tp", "cp"} <= set(used)
     with pytest.raises(RowError, match=r"pp is blank and num_gpus=128 is not a multiple of dp x the other two \(24\)"):
-        runs_row.row_config(base, dict(row, pp=None, cp=3))
+        prose.row_config(base, dict(row, pp=None, cp=3))
     with pytest.raises(RowError, match="pp is blank and its default rule does not apply"):
-        runs_row.row_config(base, dict(row, pp=None, dp=None))  # nothing pins the depth
+        prose.row_config(base, dict(row, pp=None, dp=None))  # nothing pins the depth
     # tp and pp both blank: TP fills the 8-GPU node as far as num_gpus / (dp cp) allows, PP the rest.
     for dp, split in ((2, (8, 8)), (32, (4, 1)), (128, (1, 1)), (8, (8, 2))):
-        cfg, used = runs_row.row_config(base, dict(row, tp=None, pp=None, cp=1, dp=dp))
+        cfg, used = prose.row_config(base, dict(row, tp=None, pp=None, cp=1, dp=dp))
         assert (cfg.layout.tp, cfg.layout.pp) == split and "tp" in used
     with pytest.raises(RowError, match=r"tp and pp blank and num_gpus=128 is not a multiple of dp x cp = 96"):
-        runs_row.row_config(base, dict(row, tp=None, pp=None, cp=3, dp=32))
+        prose.row_config(base, dict(row, tp=None, pp=None, cp=3, dp=32))
 
 
 def test_blank_micro_batch_is_the_replica_batch_under_fsdp(compose):
@@ -459,13 +462,13 @@ def test_blank_micro_batch_is_the_replica_batch_under_fsdp(compose):
            "precision": "bf16", "gpus_per_node": 8, "inter_node": "ib_ndr400x8", "num_gpus": 64, "tp": 8, "pp": 1,
            "dp": 8, "cp": 1, "ep": 1, "sp": 1, "vpp": 1, "micro_batch": None, "global_batch": 96,
            "recompute": "selective", "zero_stage": 3}
-    cfg, used = runs_row.row_config(base, row)
+    cfg, used = prose.row_config(base, row)
     assert cfg.training.micro_batch == 12 and "micro_batch" in used  # 96 / dp 8
-    cfg, _ = runs_row.row_config(base, dict(row, pp=2, dp=4))
+    cfg, _ = prose.row_config(base, dict(row, pp=2, dp=4))
     assert cfg.training.micro_batch == 12  # torchtitan's pipeline: pp = 2 micro-batches of 24 / 2
-    cfg, _ = runs_row.row_config(base, dict(row, pp=2, dp=4, source="MaxText 2025"))
+    cfg, _ = prose.row_config(base, dict(row, pp=2, dp=4, source="MaxText 2025"))
     assert cfg.training.micro_batch == 1  # other pipelines: Megatron's micro-batch of 1
-    cfg, _ = runs_row.row_config(base, dict(row, zero_stage=1))
+    cfg, _ = prose.row_config(base, dict(row, zero_stage=1))
     assert cfg.training.micro_batch == 1
 
 
@@ -478,18 +481,22 @@ def test_torchtitan_rows_run_on_the_hardware_their_notes_state(compose):
     dev2 = pd.read_csv(validation_file("runs_dev2.csv"))
     row = _row(dev2, "torchtitan2412_t5_405b_512g_interleaved1f1b")
     base = compose("task=validate")
-    cfg, used = runs_row.row_config(base, row)
-    assert (cfg.layout.vpp, cfg.training.micro_batch) == (2, 4) and {"vpp", "micro_batch"} <= set(used)
+    cfg, used = prose.row_config(base, row)
+    # torchtitan's defaults, written as the row's cells by scripts/convert_runs.py
+    assert (cfg.layout.vpp, cfg.training.micro_batch) == (2, 4) and not {"vpp", "micro_batch"} & set(used)
     assert (cfg.gpu.hbm_gb, cfg.gpu.hbm_tbps, cfg.cluster.gpu_power_limit_w) == (96.0, 2.4, 500.0)
     assert (cfg.fabric.nic_gbit, cfg.cluster.nics_per_node) == (400.0, 8)
-    one_f_one_b, _ = runs_row.row_config(base, _row(dev2, "torchtitan2412_t5_405b_512g_1f1b"))
+    one_f_one_b, _ = prose.row_config(base, _row(dev2, "torchtitan2412_t5_405b_512g_1f1b"))
     assert one_f_one_b.layout.vpp == 1
-    per_node, _ = runs_row.row_config(base, dict(row, notes="400Gbps inter-node (fabric/NIC count not stated)"))
+    # The file's inter_node is roce400, as scripts/convert_runs.py writes "unknown_400gbps" per GPU.
+    assert row["inter_node"] == "roce400"
+    per_node, _ = prose.row_config(base, dict(row, inter_node="unknown_400gbps",
+                                              notes="400Gbps inter-node (fabric/NIC count not stated)"))
     assert per_node.fabric.nic_gbit == 50.0 and per_node.cluster.gpu_power_limit_w is None
     # The limit as other pages word it (pytorch/ao's B200 table: "8xB200 GPUs limited to 750W").
     for notes, watts in (("8xB200 GPUs limited to 750W", 750.0), ("a 700 W power cap", 700.0),
                          ("power-capped at 600 W", 600.0), ("a 1000W power limit", 1000.0), ("limited to 5 W", None)):
-        capped, _ = runs_row.row_config(base, dict(row, notes=notes))
+        capped, _ = prose.row_config(base, dict(row, notes=notes))
         assert capped.cluster.gpu_power_limit_w == watts, notes
 
 
@@ -500,15 +507,15 @@ def test_torchtitan_tp_is_exposed_unless_async_tp_and_fsdp2_is_zero3(compose):
     rows silent on ZeRO shard parameters, gradients and optimizer state (FSDP2: ZeRO-3)."""
     dev2 = pd.read_csv(validation_file("runs_dev2.csv"))
     base = compose("task=validate")
-    vanilla, _ = runs_row.row_config(base, _row(dev2, "torchtitan2506_asynctp_70b_256g_bf16_vanillatp"))
+    vanilla, _ = prose.row_config(base, _row(dev2, "torchtitan2506_asynctp_70b_256g_bf16_vanillatp"))
     assert "async-TP speedup" in _row(dev2, "torchtitan2506_asynctp_70b_256g_bf16_vanillatp")["notes"]
     assert not vanilla.training.mp_comm_overlap and not vanilla.training.tp_async_backward
     for row_id in ("torchtitan2412_t4_70b_256g_asynctp", "torchtitan2408_405b_128g_float8_asynctp",
                    "torchtitan2506_asynctp_70b_256g_bf16_asynctp"):  # the last is vanilla's twin, used below
-        asynctp, _ = runs_row.row_config(base, _row(dev2, row_id))
+        asynctp, _ = prose.row_config(base, _row(dev2, row_id))
         assert asynctp.training.mp_comm_overlap, row_id
     for row_id in ("torchtitan2412_t4_70b_256g_2d", "torchtitan2408_405b_128g_float8"):
-        plain, _ = runs_row.row_config(base, _row(dev2, row_id))
+        plain, _ = prose.row_config(base, _row(dev2, row_id))
         assert not plain.training.mp_comm_overlap, row_id
     # Same layout, same hardware: vanilla exposes what async TP hides, and nothing else moves.
     slow, fast = (jctopt.estimate(to_config(c)) for c in (vanilla, asynctp))
@@ -516,9 +523,9 @@ def test_torchtitan_tp_is_exposed_unless_async_tp_and_fsdp2_is_zero3(compose):
     assert float(slow.compute_s) == pytest.approx(float(fast.compute_s), rel=1e-9)
     moe = pd.read_csv(validation_file("runs_moe_dev.csv"))
     for row_id in ("torchtitan_llama4_scout_gb200_bf16_n256", "am_deepseek_v3_h100_bf16_n256"):
-        cfg, used = runs_row.row_config(base, _row(moe, row_id))
+        cfg, used = prose.row_config(base, _row(moe, row_id))
         assert cfg.training.zero_stage == 3 and "zero_stage" in used, row_id
-    megatron, _ = runs_row.row_config(base, _row(moe, "mb_2604_qwen3_30b_a3b_b200_mxfp8_n8_gbs512"))
+    megatron, _ = prose.row_config(base, _row(moe, "mb_2604_qwen3_30b_a3b_b200_mxfp8_n8_gbs512"))
     assert megatron.training.zero_stage == 1  # Megatron-Core's distributed optimizer
 
 
@@ -535,11 +542,11 @@ def test_blank_global_batch_from_the_rows_throughput_or_one_micro_batch_per_repl
            "precision": "bf16", "gpus_per_node": 8, "inter_node": "ib_ndr400x8", "num_gpus": 64, "tp": 8, "pp": 1,
            "dp": 2, "cp": 4, "micro_batch": 1, "global_batch": None, "recompute": "full",
            "measured_iter_time_s": 20.0, "tokens_per_s_per_gpu": 410.0}
-    cfg, used = runs_row.row_config(base, row)
+    cfg, used = prose.row_config(base, row)
     assert cfg.training.global_batch == 4 and "global_batch" in used  # 20 x 410 x 64 / 131072 = 4.0
-    cfg, _ = runs_row.row_config(base, dict(row, tokens_per_s_per_gpu=None))
+    cfg, _ = prose.row_config(base, dict(row, tokens_per_s_per_gpu=None))
     assert cfg.training.global_batch == 2  # dp 2 x micro-batch 1
-    cfg, _ = runs_row.row_config(base, dict(row, tokens_per_s_per_gpu=None, pp=2, dp=1, cp=4))
+    cfg, _ = prose.row_config(base, dict(row, tokens_per_s_per_gpu=None, pp=2, dp=1, cp=4))
     assert cfg.training.global_batch == 2  # dp 1 x micro-batch 1 x pp 2
 
 
@@ -555,7 +562,7 @@ def test_every_documented_inter_node_key_is_placed(compose, key, node_gbit):
            "ffn_hidden": 14336, "heads": 32, "kv_heads": 8, "seq_len": 8192, "vocab": 128256, "gpu": "h100_sxm",
            "precision": "bf16", "gpus_per_node": 8, "inter_node": key, "num_gpus": 64, "tp": 8, "pp": 1,
            "dp": 8, "global_batch": 64, "recompute": "full"}
-    cfg, _ = runs_row.row_config(compose("task=validate"), row)
+    cfg, _ = prose.row_config(compose("task=validate"), row)
     assert cfg.fabric.nic_gbit * cfg.cluster.nics_per_node == pytest.approx(node_gbit)
 
 
@@ -571,7 +578,7 @@ def test_inter_node_written_out_in_words(compose, cell, fabric, node_gbit):
            "ffn_hidden": 14336, "heads": 32, "kv_heads": 8, "seq_len": 8192, "vocab": 128256, "gpu": "h100_sxm",
            "precision": "bf16", "gpus_per_node": 8, "inter_node": cell, "num_gpus": 64, "tp": 8, "pp": 1,
            "dp": 8, "global_batch": 64, "recompute": "full"}
-    cfg, used = runs_row.row_config(compose("task=validate"), row)
+    cfg, used = prose.row_config(compose("task=validate"), row)
     assert cfg.fabric.name == fabric and "inter_node" not in used
     assert cfg.fabric.nic_gbit * cfg.cluster.nics_per_node == pytest.approx(node_gbit)
 
@@ -585,7 +592,7 @@ def test_blank_recompute_is_the_fewest_layers_that_fit(compose):
            "precision": "bf16", "gpus_per_node": 8, "inter_node": "ib_ndr400x8", "num_gpus": 64, "tp": 1, "pp": 1,
            "dp": 64, "cp": 1, "ep": 1, "sp": 0, "vpp": 1, "micro_batch": 2, "global_batch": 128,
            "recompute": None, "zero_stage": 3, "notes": "FSDP FULL_SHARD"}
-    rc, _ = runs_row.row_config(base, row)
+    rc, _ = prose.row_config(base, row)
     chosen = runs_place._least_recompute_that_fits(rc)
     share = float(chosen.train.recompute) - 1.0
     assert 0.0 < share < 1.0
@@ -604,12 +611,12 @@ def test_recompute_said_on_is_the_least_that_fits_from_selective(compose):
     row = {"id": "r", "source": "Some stack 2025", "model": "Llama 3 8B", "gpu": "h100_sxm", "precision": "bf16",
            "num_gpus": 8, "tp": 1, "pp": 1, "cp": 1, "micro_batch": 1, "global_batch": 64, "seq_len": 2048,
            "zero_stage": 1, "recompute": None}
-    blank, _, used_blank = runs_place._place(base, row)
-    said, _, used_said = runs_place._place(base, dict(row, recompute="yes"))
+    blank, _, used_blank = prose.place(base, row)
+    said, _, used_said = prose.place(base, dict(row, recompute="yes"))
     assert float(blank.train.recompute) == RECOMPUTE["none"]
     assert float(said.train.recompute) == RECOMPUTE["selective"]
     assert "recompute" in used_blank and "recompute" in used_said
-    stated, _, used_stated = runs_place._place(base, dict(row, recompute="true"))
+    stated, _, used_stated = prose.place(base, dict(row, recompute="true"))
     assert float(stated.train.recompute) == RECOMPUTE["selective"] and "recompute" in used_stated
 
 
@@ -642,7 +649,7 @@ def test_inter_node_cells_in_words(compose, gpu, cell, fabric, nic_gbit, nics, d
     base = compose("task=validate")
     row = {"id": "r", "source": "A 2026 table", "model": "Llama 3 8B", "gpu": gpu, "precision": "bf16",
            "num_gpus": 8, "tp": 1, "pp": 1, "global_batch": 128, "inter_node": cell}
-    cfg, used = runs_row.row_config(base, row)
+    cfg, used = prose.row_config(base, row)
     assert (cfg.fabric.name, cfg.fabric.nic_gbit, cfg.cluster.nics_per_node) == (fabric, pytest.approx(nic_gbit), nics)
     assert ("inter_node" in used) == defaulted
 
@@ -655,7 +662,7 @@ def test_a_rack_scale_gpus_node_is_its_tray_or_its_domain(compose):
            "num_gpus": 64, "tp": 1, "pp": 1, "global_batch": 128}
     for cell, node, domain, marked in ((4, 4, 72, False), (72, 72, 72, False), (36, 36, 36, False),
                                        (8, 4, 72, True), (2, 4, 72, True)):
-        cfg, used = runs_row.row_config(base, dict(row, gpus_per_node=cell))
+        cfg, used = prose.row_config(base, dict(row, gpus_per_node=cell))
         assert (cfg.cluster.gpus_per_node, cfg.gpu.nvlink_domain, "gpus_per_node" in used) == (node, domain, marked)
         to_config(cfg)  # a valid cluster
 
@@ -667,15 +674,15 @@ def test_counts_with_thousands_separators_units_and_context_lengths_in_k(compose
     base = compose("task=validate")
     row = {"id": "r", "source": "A 2026 table", "model": "Llama 3 8B", "gpu": "h100_sxm", "precision": "bf16",
            "num_gpus": "1,024", "tp": 1, "pp": 1, "global_batch": "2,048", "seq_len": "8K"}
-    cfg, _ = runs_row.row_config(base, row)
+    cfg, _ = prose.row_config(base, row)
     assert (cfg.layout.n_gpus, cfg.training.global_batch, cfg.model.seq_len) == (1024, 2048, 8192)
-    cfg, _ = runs_row.row_config(base, dict(row, num_gpus="1024 GPUs", gpus_per_node="8 (HGX)", seq_len="8K tokens",
+    cfg, _ = prose.row_config(base, dict(row, num_gpus="1024 GPUs", gpus_per_node="8 (HGX)", seq_len="8K tokens",
                                             global_batch="2048 sequences"))
     assert (cfg.layout.n_gpus, cfg.cluster.gpus_per_node, cfg.model.seq_len, cfg.training.global_batch) == (
         1024, 8, 8192, 2048)
     for key, cell in (("num_gpus", "1k"), ("num_gpus", "2 nodes"), ("global_batch", "2048 tokens")):
         with pytest.raises(RowError, match=rf"{key}='{cell}' is not a number"):
-            runs_row.row_config(base, dict(row, **{key: cell}))
+            prose.row_config(base, dict(row, **{key: cell}))
 
 
 def test_zero3_on_megatron_core_stacks_is_megatron_fsdp(compose):
@@ -687,16 +694,18 @@ def test_zero3_on_megatron_core_stacks_is_megatron_fsdp(compose):
            "model": "Llama 3 70B", "gpu": "gb200", "precision": "fp8", "num_gpus": 64, "tp": 1, "pp": 1, "cp": 1,
            "global_batch": 128, "zero_stage": 3}
     for source in (row["source"], "Megatron-Bridge docs/performance-summary.md, 26.04 NeMo Container"):
-        cfg, _ = runs_row.row_config(base, dict(row, source=source))
+        cfg, _ = prose.row_config(base, dict(row, source=source))
         assert cfg.training.megatron_fsdp and not cfg.training.hybrid_shard, source
     for source in ("pytorch/torchtitan benchmarks 2024-12", "NVIDIA-NeMo/Automodel docs 2025", "Some stack 2024"):
-        cfg, _ = runs_row.row_config(base, dict(row, source=source))
+        cfg, _ = prose.row_config(base, dict(row, source=source))
         assert not cfg.training.megatron_fsdp, source
     # A stack the source does not name is Megatron-FSDP where the notes turn it on.
-    cfg, _ = runs_row.row_config(base, dict(row, source="Some stack 2024", notes="use_megatron_fsdp=True"))
+    cfg, _ = prose.row_config(base, dict(row, source="Some stack 2024", notes="use_megatron_fsdp=True"))
     assert cfg.training.megatron_fsdp and not cfg.training.hybrid_shard
-    cfg, _ = runs_row.row_config(base, dict(row, zero_stage=1, tp=8))
-    assert not cfg.training.megatron_fsdp
+    cfg, _ = prose.row_config(base, dict(row, zero_stage=1, tp=8))  # without ZeRO-3 the switch is moot
+    fsdp = jctopt.estimate(jctopt.to_config(cfg))
+    cfg.training.megatron_fsdp = not cfg.training.megatron_fsdp
+    assert float(jctopt.estimate(jctopt.to_config(cfg)).step_s) == float(fsdp.step_s)
 
 
 @pytest.mark.parametrize("cell, stage, hybrid", [("ZeRO-1", 1, None), ("zero3", 3, None), ("ZeRO stage 2", 2, None),
@@ -708,11 +717,11 @@ def test_optimizer_sharding_and_sequence_parallel_cells_in_words(compose, cell, 
     base = compose("task=validate")
     row = {"id": "r", "source": "A 2026 table", "model": "Llama 3 8B", "gpu": "h100_sxm", "precision": "bf16",
            "num_gpus": 16, "tp": 2, "pp": 1, "global_batch": 64, "zero_stage": cell, "sp": "False"}
-    cfg, _ = runs_row.row_config(base, row)
+    cfg, _ = prose.row_config(base, row)
     assert cfg.training.zero_stage == stage and not cfg.training.seq_parallel
     if hybrid is not None:
         assert cfg.training.hybrid_shard == hybrid
-    assert runs_row.row_config(base, dict(row, sp="TRUE"))[0].training.seq_parallel
+    assert prose.row_config(base, dict(row, sp="TRUE"))[0].training.seq_parallel
 
 
 def test_blank_cells_read_from_the_settings_the_notes_print(compose):
@@ -727,16 +736,16 @@ def test_blank_cells_read_from_the_settings_the_notes_print(compose):
     for notes, mode in (("--recompute-granularity full --recompute-method uniform --recompute-num-layers 1", "full"),
                         ("yaml recompute_granularity=null", "none"), ("recompute_granularity: selective", "selective"),
                         ("--recompute-activations", "selective"), ("fp8_param_gather=False; recompute=none; nccl_ub=", "none")):
-        cfg, used = runs_row.row_config(base, dict(row, notes=notes))
+        cfg, used = prose.row_config(base, dict(row, notes=notes))
         assert cfg.training.recompute == mode and "recompute" not in used, notes
-    cfg, used = runs_row.row_config(base, dict(row, notes="recompute_granularity=full", recompute="none"))
+    cfg, used = prose.row_config(base, dict(row, notes="recompute_granularity=full", recompute="none"))
     assert cfg.training.recompute == "none"
     for notes, stage in (("use_megatron_fsdp=True; data_parallel_sharding_strategy='optim_grads'", 2),
                          ("--use-megatron-fsdp --fsdp-double-buffer", 3), ("use_megatron_fsdp=False", 1)):
-        cfg, used = runs_row.row_config(base, dict(row, notes=notes))
+        cfg, used = prose.row_config(base, dict(row, notes=notes))
         assert cfg.training.zero_stage == stage and ("zero_stage" in used) == (stage == 1), notes
         assert not cfg.training.hybrid_shard or stage < 3, notes
-    cfg, _ = runs_row.row_config(base, dict(row, notes="--use-megatron-fsdp", zero_stage=1))
+    cfg, _ = prose.row_config(base, dict(row, notes="--use-megatron-fsdp", zero_stage=1))
     assert cfg.training.zero_stage == 1
 
 
@@ -762,14 +771,14 @@ def test_expert_tensor_parallelism_and_folding(compose):
     assert (row["tp"], row["pp"], row["num_gpus"]) == (2, 4, 256)
     base = compose("task=validate")
     for etp, expected in ((None, 2.0), (1, 1.0), (2, 2.0)):
-        cfg, _ = runs_row.row_config(base, dict(row, etp=etp))
+        cfg, _ = prose.row_config(base, dict(row, etp=etp))
         assert float(jctopt.to_config(cfg).layout.etp) == expected and cfg.model.n_experts == 8
     with pytest.raises(RowError, match=r"etp=4: expert tensor parallelism must divide tp=2"):
-        runs_row.row_config(base, dict(row, etp=4))
+        prose.row_config(base, dict(row, etp=4))
     folded = dict(row, etp=1, ep=64, experts=64)
-    cfg, _ = runs_row.row_config(base, folded)
+    cfg, _ = prose.row_config(base, folded)
     assert float(jctopt.estimate(jctopt.to_config(cfg)).step_s) > 0
-    cfg, _ = runs_row.row_config(base, dict(folded, etp=2))
+    cfg, _ = prose.row_config(base, dict(folded, etp=2))
     with pytest.raises(ConfigError, match=r"layout.ep=64 is not allowed: a divisor of tp\*cp\*dp/etp=32"):
         jctopt.to_config(cfg)
 
@@ -796,18 +805,18 @@ def test_moe_dispatch_and_overlap_as_the_notes_name_them(compose):
              ("overlap_moe_expert_parallel_comm not set", False, False, True),
              ("", False, False, True)]
     for notes, overlap, two_hop, defaulted in cases:
-        cfg, used = runs_row.row_config(base, dict(row, notes=notes))
+        cfg, used = prose.row_config(base, dict(row, notes=notes))
         assert (cfg.training.ep_comm_overlap, cfg.training.ep_two_hop) == (overlap, two_hop), notes
         assert ("ep_comm_overlap" in used) == defaulted, notes
-    cfg, _ = runs_row.row_config(base, dict(row, notes="alltoall dispatcher, overlap paths disabled"))
+    cfg, _ = prose.row_config(base, dict(row, notes="alltoall dispatcher, overlap paths disabled"))
     assert not (cfg.training.ep_comm_overlap or cfg.training.dp_overlap or cfg.training.mp_comm_overlap)
     assert cfg.training.tp_async_backward  # Megatron's asynchronous all-reduce is no overlap path to disable
     rc4 = "perf config Megatron-Bridge@v0.1.0rc4 (6725f7049) deepseek_v3_llm_pretrain.yaml"
     for gpu, overlap in (("h100_sxm", True), ("DGX-H100", True), ("b200", False)):
-        cfg, _ = runs_row.row_config(base, dict(row, notes=rc4, model="DeepSeekV3", gpu=gpu))
+        cfg, _ = prose.row_config(base, dict(row, notes=rc4, model="DeepSeekV3", gpu=gpu))
         assert cfg.training.ep_comm_overlap == overlap, gpu
     for source in ("NVIDIA-NeMo/Automodel docs/performance-summary.mdx (2025-10)", "pytorch/torchtitan mxfp8.md (2025-12)"):
-        cfg, used = runs_row.row_config(base, dict(row, notes="", source=source, container_or_version=""))
+        cfg, used = prose.row_config(base, dict(row, notes="", source=source, container_or_version=""))
         assert not cfg.training.ep_comm_overlap and "ep_comm_overlap" in used, source
 
 
@@ -849,14 +858,14 @@ def test_attention_spellings(compose):
     base = compose("task=validate")
     for cell in ("GQA", "mha", "gqa+swa (sliding window 128, attention sinks)", "SWA", "chunked (8192)",
                  "grouped-query attention", "full causal", "Sliding window 4096 + full"):
-        cfg, _ = runs_row.row_config(base, dict(row, attention=cell))
+        cfg, _ = prose.row_config(base, dict(row, attention=cell))
         assert cfg.model.n_kv_heads == row["kv_heads"] and cfg.model.kv_lora_rank == 0, cell
     ds = _row(moe, "dsv3_paper_h800_fp8_n2048")
     for cell in ("MLA", "Multi-head Latent Attention", "MLA+DSA"):
-        cfg, _ = runs_row.row_config(base, dict(ds, attention=cell))
+        cfg, _ = prose.row_config(base, dict(ds, attention=cell))
         assert cfg.model.kv_lora_rank == ds["kv_lora_rank"] > 0, cell
     with pytest.raises(RowError, match=r"attention='linear' is not modelled \(gqa, mha, mqa, mla\)"):
-        runs_row.row_config(base, dict(row, attention="linear"))
+        prose.row_config(base, dict(row, attention="linear"))
 
 
 @pytest.mark.slow
@@ -873,7 +882,7 @@ def test_a_row_without_a_split_runs_at_its_fastest_split_that_fits(compose):
     for tp in (1, 2, 4, 8):
         for pp in (p for p in range(1, 96 // tp + 1) if 96 % (tp * p) == 0):
             try:
-                candidate, _, _ = runs_place._place(base, dict(row, tp=tp, pp=pp))
+                candidate, _, _ = prose.place(base, dict(row, tp=tp, pp=pp))
             except (RowError, ConfigError):
                 continue
             est = jctopt.estimate(candidate)
@@ -890,7 +899,7 @@ def _fastest_that_fits(base, row, key, values):
     best = None
     for value in values:
         try:
-            candidate, _, _ = runs_place._place(base, dict(row, **{key: value}))
+            candidate, _, _ = prose.place(base, dict(row, **{key: value}))
         except (RowError, ConfigError):
             continue
         est = jctopt.estimate(candidate)
@@ -914,7 +923,7 @@ def test_an_moe_row_without_ep_runs_at_its_fastest_ep_that_fits(compose):
     assert float(configs[0].layout.ep) == best[1]
     assert float(jctopt.estimate(configs[0]).step_s) == pytest.approx(best[0], rel=1e-9)
     dense = pd.read_csv(RUNS).iloc[0].to_dict()
-    dense_config, _, used = runs_place._place(base, dict(dense, ep=None))
+    dense_config, _, used = prose.place(base, dict(dense, ep=None))
     assert float(dense_config.layout.ep) == 1 and "ep" in used
 
 
@@ -940,7 +949,7 @@ def test_graphed_moe_layers_launch_nothing(compose):
     assert preset > 0
 
     def host(row_id, **extra):
-        cfg, _ = runs_row.row_config(base, dict(moe.loc[row_id], id=row_id, **extra))
+        cfg, _ = prose.row_config(base, dict(moe.loc[row_id], id=row_id, **extra))
         return cfg.training.moe_host_s, cfg.training.moe_router_graphed
 
     assert host("mb_2606_qwen3_30b_a3b_gb200_mxfp8_n8_gbs512") == (0.0, False)  # cuda_graph=full_iteration
@@ -970,7 +979,7 @@ def test_hybridep_with_te_graphs_against_the_published_overlap_ab(compose):
     for overlap, measured_s in (("False", 24.7138), ("True", 20.9920)):
         notes = ("flex dispatcher backend=hybridep; cuda_graph=transformer_engine:[moe_router,moe_preprocess]; "
                  f"moe_a2a_overlap={overlap}")
-        cfg, _ = runs_row.row_config(base, dict(shape, id=f"ab_{overlap}", notes=notes))
+        cfg, _ = prose.row_config(base, dict(shape, id=f"ab_{overlap}", notes=notes))
         assert cfg.training.moe_router_graphed
         est = jctopt.estimate(to_config(cfg))
         assert float(est.step_s) == pytest.approx(measured_s, rel=0.12)
@@ -982,7 +991,7 @@ def test_an_absurd_count_is_refused_by_name(compose):
     refused naming its column, not raised as an overflow."""
     row = pd.read_csv(RUNS).iloc[0].to_dict()
     with pytest.raises(RowError, match=r"layers=4e\+299 is not allowed: an integer <= 1e\+15"):
-        runs_row.row_config(compose("task=validate"), dict(row, layers=4e299))
+        prose.row_config(compose("task=validate"), dict(row, layers=4e299))
 
 
 def test_case_of_gpu_and_fabric_keys_and_mla_variants(compose):
@@ -992,12 +1001,12 @@ def test_case_of_gpu_and_fabric_keys_and_mla_variants(compose):
     row_id = "mb_2606_deepseek_v3_gb200_mxfp8_n256_gbs4096"
     row = dict(moe.loc[row_id], id=row_id)
     base = compose("task=validate")
-    plain, _ = runs_row.row_config(base, row)
-    shouted, _ = runs_row.row_config(base, dict(row, gpu="GB200", attention="MLA+DSA"))
+    plain, _ = prose.row_config(base, row)
+    shouted, _ = prose.row_config(base, dict(row, gpu="GB200", attention="MLA+DSA"))
     assert shouted.gpu.name == plain.gpu.name == "gb200"
     assert shouted.model.kv_lora_rank == plain.model.kv_lora_rank == 512
     assert shouted.model.head_dim == plain.model.head_dim == 192
-    fabric, _ = runs_row.row_config(base, dict(row, inter_node="IB_NDR400x8", gpus_per_node=8, gpu="b200"))
+    fabric, _ = prose.row_config(base, dict(row, inter_node="IB_NDR400x8", gpus_per_node=8, gpu="b200"))
     assert fabric.fabric.name == "ib_ndr400" and fabric.cluster.nics_per_node == 8
 
 
@@ -1061,24 +1070,24 @@ def test_blank_architecture_is_the_named_catalog_models(compose):
     base = compose("task=validate")
     row = {"id": "r", "source": "A 2026 table", "model": "Llama 3.1 405B", "gpu": "gb300", "precision": "FP8",
            "num_gpus": 256, "tp": 4, "pp": 8, "cp": 1, "vpp": 4, "global_batch": 1536, "recompute": "none"}
-    cfg, used = runs_row.row_config(base, row)
+    cfg, used = prose.row_config(base, row)
     m = cfg.model
     assert (m.n_layers, m.hidden, m.ffn_hidden, m.n_heads, m.n_kv_heads, m.vocab, m.seq_len) == (
         126, 16384, 53248, 128, 8, 128256, 8192)
     assert "architecture" in used and m.glu
-    truncated, _ = runs_row.row_config(base, dict(row, layers=8))
+    truncated, _ = prose.row_config(base, dict(row, layers=8))
     assert truncated.model.n_layers == 8 and truncated.model.hidden == 16384
-    ds, _ = runs_row.row_config(base, dict(row, model="DeepSeek-V3", tp=1, pp=4, ep=64, vpp=None))
+    ds, _ = prose.row_config(base, dict(row, model="DeepSeek-V3", tp=1, pp=4, ep=64, vpp=None))
     d = ds.model
     assert (d.n_experts, d.top_k, d.moe_ffn_hidden, d.n_shared_experts, d.n_dense_layers) == (256, 8, 2048, 1, 3)
     assert (d.head_dim, d.v_head_dim, d.kv_lora_rank, d.q_lora_rank, d.qk_rope_head_dim) == (192, 128, 512, 1536, 64)
     assert d.mtp_layers == 0  # mtp_layers keeps its own rule: blank is none
-    qwen, _ = runs_row.row_config(base, dict(row, model="Qwen3-32B", tp=2, pp=1, vpp=None))
+    qwen, _ = prose.row_config(base, dict(row, model="Qwen3-32B", tp=2, pp=1, vpp=None))
     q = qwen.model  # 64 query heads of 128 on a 5120-wide model: the head is not hidden / heads
     assert (q.n_layers, q.hidden, q.ffn_hidden, q.n_heads, q.n_kv_heads, q.head_dim, q.vocab) == (
         64, 5120, 25600, 64, 8, 128, 151936)
     with pytest.raises(RowError, match="layers is blank and has no documented default"):
-        runs_row.row_config(base, dict(row, model="Falcon 180B"))
+        prose.row_config(base, dict(row, model="Falcon 180B"))
 
 
 @pytest.mark.parametrize("cell, precision", [("FP8 hybrid", "fp8"), ("FP8 delayed scaling", "fp8"),
@@ -1098,9 +1107,9 @@ def test_a_hybrids_mtp_depth_on_megatron_stacks(compose):
     row = {"id": "r", "source": "Megatron-Bridge docs/performance-summary.md, '26.08 NeMo Container'",
            "model": "Nemotron_3_Super", "gpu": "gb300", "precision": "MXFP8", "num_gpus": 64, "tp": 1, "pp": 1,
            "cp": 1, "ep": 64, "micro_batch": 1, "global_batch": 512, "seq_len": 8192, "recompute": "none"}
-    mb, _ = runs_row.row_config(base, row)
-    am, _ = runs_row.row_config(base, dict(row, source="NVIDIA-NeMo/Automodel docs/performance-summary.mdx"))
-    stated, _ = runs_row.row_config(base, dict(row, mtp_layers=1))
+    mb, _ = prose.row_config(base, row)
+    am, _ = prose.row_config(base, dict(row, source="NVIDIA-NeMo/Automodel docs/performance-summary.mdx"))
+    stated, _ = prose.row_config(base, dict(row, mtp_layers=1))
     assert (mb.model.mtp_layers, am.model.mtp_layers, stated.model.mtp_layers) == (2, 0, 1)
 
 
@@ -1119,21 +1128,21 @@ def test_blank_precision_and_module_list_recompute_and_generic_fabrics(compose):
     base = compose("task=validate")
     row = {"id": "r", "source": "A 2026 table", "model": "Llama 3 8B", "gpu": "gb300", "precision": None,
            "gpus_per_node": 4, "num_gpus": 8, "tp": 1, "pp": 1, "global_batch": 128, "recompute": "mla_up_proj,mlp,moe"}
-    cfg, used = runs_row.row_config(base, row)
+    cfg, used = prose.row_config(base, row)
     assert cfg.training.precision == "bf16" and "precision" in used
     assert cfg.training.recompute == "selective"
     for key, fabric, node_gbit in (("ib_xdr800x4", "ib_xdr800", 3200), ("IB_NDR400", "ib_ndr400", 1600),
                                    ("roce200x4", "roce400", 800), ("ib_hdr200x2", "ib_hdr200", 400)):
-        cfg, _ = runs_row.row_config(base, dict(row, inter_node=key))
+        cfg, _ = prose.row_config(base, dict(row, inter_node=key))
         assert cfg.fabric.name == fabric, key
         assert cfg.fabric.nic_gbit * cfg.cluster.nics_per_node == pytest.approx(node_gbit), key
     with pytest.raises(RowError, match=r"inter_node='tofu-d' is not modelled"):
-        runs_row.row_config(base, dict(row, inter_node="Tofu-D"))
+        prose.row_config(base, dict(row, inter_node="Tofu-D"))
     for off in ("False", "disabled", 0):
-        cfg, _ = runs_row.row_config(base, dict(row, recompute=off))
+        cfg, _ = prose.row_config(base, dict(row, recompute=off))
         assert cfg.training.recompute == "none", off
     with pytest.raises(RowError, match=r"recompute='sometimes' is not one of none, selective, full"):
-        runs_row.row_config(base, dict(row, recompute="sometimes"))
+        prose.row_config(base, dict(row, recompute="sometimes"))
 
 
 @pytest.mark.parametrize("cell, mode", [("activation checkpointing (full)", "full"), ("AC: selective", "selective"),
@@ -1160,13 +1169,14 @@ def test_paxml_remat_policies_in_the_notes_are_read(compose, predicted_dev2):
                 "dgxc_pax_gpt3_5b_h100_bf16_16g": {"layernorm", "core_attn"}}
     for rid, modules in expected.items():
         row = _row(dev2, rid)
-        cfg, used = runs_row.row_config(base, row)
+        cfg, used = prose.row_config(base, row)
         assert cfg.training.recompute == "selective" and set(cfg.training.recompute_modules) == modules, rid
         assert "recompute" not in used
-    cfg, _ = runs_row.row_config(base, dict(row, id="r", notes="checkpoint_policy=save_nothing"))
+    row = dict(row, recompute=None)  # the cell as its source left it (scripts/convert_runs.py fills it)
+    cfg, _ = prose.row_config(base, dict(row, id="r", notes="checkpoint_policy=save_nothing"))
     assert cfg.training.recompute == "full"
     with pytest.raises(RowError, match=r"remat policy 'SAVE_CONTEXT' in the notes is not modelled"):
-        runs_row.row_config(base, dict(row, id="r", notes="remat SAVE_CONTEXT"))
+        prose.row_config(base, dict(row, id="r", notes="remat SAVE_CONTEXT"))
     err = predicted_dev2.set_index("id").abs_pct_error
     assert err[err.index.str.startswith("dgxc_pax_gpt3_175b")].median() <= 4.0
 
@@ -1211,12 +1221,12 @@ def test_blank_etp_keeps_experts_whole_where_tp_wide_experts_cannot_fit_the_ep_g
     base = compose("task=validate")
     row = {"id": "r", "source": "A 2026 table", "model": "Qwen3-235B-A22B", "gpu": "h100_sxm", "precision": "FP8",
            "num_gpus": 256, "tp": 2, "pp": 8, "cp": 1, "ep": 32, "vpp": 4, "global_batch": 8192}
-    cfg, used = runs_row.row_config(base, row)
+    cfg, used = prose.row_config(base, row)
     assert cfg.layout.etp == 1 and "etp" in used
-    fits, used = runs_row.row_config(base, dict(row, ep=16))
+    fits, used = prose.row_config(base, dict(row, ep=16))
     assert fits.layout.etp is None and "etp" not in used  # tp, Megatron-Core's default
     with pytest.raises(ConfigError, match=r"layout.ep=32 is not allowed"):
-        to_config(runs_row.row_config(base, dict(row, etp=2))[0])
+        to_config(prose.row_config(base, dict(row, etp=2))[0])
 
 
 def test_nvfp4_rows_keep_the_bf16_layers_their_recipe_names(compose):
@@ -1227,17 +1237,17 @@ def test_nvfp4_rows_keep_the_bf16_layers_their_recipe_names(compose):
     row = {"id": "r", "source": "Megatron-Bridge docs/performance-summary.md, 26.06 NeMo Container",
            "model": "Llama 3 70B", "gpu": "gb300", "precision": "NVFP4", "num_gpus": 64, "tp": 1, "pp": 4, "cp": 1,
            "vpp": 5, "global_batch": 256, "recompute": "none"}
-    cfg, used = runs_row.row_config(base, row)
+    cfg, used = prose.row_config(base, row)
     assert cfg.training.nvfp4_bf16_share == 0.0 and "nvfp4_bf16_share" in used
-    cfg, used = runs_row.row_config(base, dict(row, notes="first_last_layers_bf16=True; num_layers_at_end_in_bf16=14"))
+    cfg, used = prose.row_config(base, dict(row, notes="first_last_layers_bf16=True; num_layers_at_end_in_bf16=14"))
     assert cfg.training.nvfp4_bf16_share == pytest.approx(14 / 80) and "nvfp4_bf16_share" not in used
-    cfg, _ = runs_row.row_config(base, dict(row, source="pytorch/torchtitan benchmarks (2026)"))
+    cfg, _ = prose.row_config(base, dict(row, source="pytorch/torchtitan benchmarks (2026)"))
     assert cfg.training.nvfp4_bf16_share == pytest.approx(base.training.nvfp4_bf16_share) == pytest.approx(0.16)
     # A Nemotron 3 Super row whose notes are silent takes its recipe's last 14 of 88 layers.
     super_row = dict(row, model="Nemotron_3_Super", num_gpus=64, tp=1, pp=1, ep=64, vpp=1, global_batch=512,
                      seq_len=8192, notes="forced-balanced routing")
-    cfg, used = runs_row.row_config(base, super_row)
-    assert cfg.training.nvfp4_bf16_share == pytest.approx(14 / 88) and "nvfp4_bf16_share" in used
+    cfg, used = prose.row_config(base, super_row)  # the recipe's share, written as a cell
+    assert cfg.training.nvfp4_bf16_share == pytest.approx(14 / 88) and "nvfp4_bf16_share" not in used
 
 
 @pytest.mark.parametrize("model, attention, hybrid", [
@@ -1258,7 +1268,7 @@ def test_hybrid_mamba_models_outside_the_catalog_are_refused_by_name(compose, mo
                "gpu": "gb200", "precision": "FP8", "num_gpus": 128, "tp": 4, "pp": 1, "global_batch": 384}
         with pytest.raises(RowError, match=r"is a hybrid Mamba-2 / linear-attention model outside the catalog: its layer "
                                                     r"pattern is unknown \(catalog hybrids: nemotron_h_8b"):
-            runs_row.row_config(compose("task=validate"), row)
+            prose.row_config(compose("task=validate"), row)
 
 
 def test_catalog_hybrids_are_placed_with_their_layer_pattern(compose):
@@ -1270,22 +1280,22 @@ def test_catalog_hybrids_are_placed_with_their_layer_pattern(compose):
            "layers": 118, "hidden": 8192, "ffn_hidden": 32768, "heads": 64, "kv_heads": 8, "seq_len": 8192,
            "vocab": 131072, "gpu": "gb200", "precision": "FP8", "num_gpus": 128, "tp": 2, "pp": 1, "cp": 1,
            "global_batch": 384, "micro_batch": 1, "recompute": "none"}
-    cfg, _ = runs_row.row_config(base, row)
+    cfg, _ = prose.row_config(base, row)
     m = cfg.model
     assert m.layer_pattern.count("M") == 54 and m.mamba_state == 256 and not m.glu and not m.tied_embeddings
     nano = {"id": "n", "source": "Megatron-Bridge docs/performance-summary.md, 26.08 NeMo Container",
             "model": "Nemotron_3_Nano", "gpu": "gb300", "precision": "MXFP8", "num_gpus": 8, "tp": 1, "pp": 1,
             "cp": 1, "ep": 8, "global_batch": 512, "micro_batch": 4, "seq_len": 8192}
-    cfg, used = runs_row.row_config(base, nano)
+    cfg, used = prose.row_config(base, nano)
     m = cfg.model
     assert (m.n_layers, m.hidden, m.n_experts, m.top_k, m.n_dense_layers) == (52, 2688, 128, 6, 0)
     assert m.layer_pattern.count("E") == 23 and "architecture" in used and m.moe_latent_size == 0
-    cfg, _ = runs_row.row_config(base, dict(nano, model="Nemotron_3_Super", num_gpus=64, ep=64, micro_batch=1))
+    cfg, _ = prose.row_config(base, dict(nano, model="Nemotron_3_Super", num_gpus=64, ep=64, micro_batch=1))
     m = cfg.model
     assert (m.n_layers, m.hidden, m.n_experts, m.top_k, m.moe_latent_size) == (88, 4096, 512, 22, 1024)
     with pytest.raises(RowError, match=r"layers=80: 'Nemotron-H-56B' is a hybrid Mamba-2 model whose "
                                                 r"118-layer pattern"):
-        runs_row.row_config(base, dict(row, layers=80))
+        prose.row_config(base, dict(row, layers=80))
 
 
 def test_an_interleaved_schedule_of_unstated_depth_runs_at_its_fastest_depth(compose):
@@ -1295,7 +1305,7 @@ def test_an_interleaved_schedule_of_unstated_depth_runs_at_its_fastest_depth(com
     mention, a stated depth and torchtitan's own default (two stages per rank) are left alone."""
     table = pd.read_csv(validation_file("runs_dev2.csv"))
     row = _row(table, "nemotron4_340b_paper_t2_1536g")
-    assert "interleaved" in row["derivation"] and runs_notes._interleaving_depth_unstated(row)
+    assert "interleaved" in row["derivation"] and runs_rules._interleaving_depth_unstated(row)
     base = compose("task=validate")
     config, _, used = runs_place._fastest_interleaving(base, row)
     assert "vpp" in used
@@ -1303,16 +1313,16 @@ def test_an_interleaved_schedule_of_unstated_depth_runs_at_its_fastest_depth(com
     assert best is not None and best[1] > 1
     assert float(config.layout.vpp) == best[1]
     assert float(jctopt.estimate(config).step_s) == pytest.approx(best[0], rel=1e-9)
-    one_chunk, _, _ = runs_place._place(base, dict(row, vpp=1))
+    one_chunk, _, _ = prose.place(base, dict(row, vpp=1))
     assert best[0] < float(jctopt.estimate(one_chunk).step_s)  # interleaving shortens the bubble
 
-    assert not runs_notes._interleaving_depth_unstated(dict(row, derivation="no interleaving; vpp blank"))
-    assert not runs_notes._interleaving_depth_unstated(dict(row, vpp=4))
-    assert not runs_notes._interleaving_depth_unstated(dict(row, pp=1))
+    assert not runs_rules._interleaving_depth_unstated(dict(row, derivation="no interleaving; vpp blank"))
+    assert not runs_rules._interleaving_depth_unstated(dict(row, vpp=4))
+    assert not runs_rules._interleaving_depth_unstated(dict(row, pp=1))
     torchtitan = _row(table, "torchtitan2412_t5_405b_512g_interleaved1f1b")
-    assert not runs_notes._interleaving_depth_unstated(torchtitan)
-    cfg, used = runs_row.row_config(base, torchtitan)
-    assert cfg.layout.vpp == 2 and "vpp" in used
+    assert not runs_rules._interleaving_depth_unstated(torchtitan)
+    cfg, used = prose.row_config(base, torchtitan)
+    assert cfg.layout.vpp == 2 and "vpp" not in used  # torchtitan's two stages per rank, written as a cell
 
 
 @pytest.mark.parametrize("gpus, dp, tflops_per_gpu", [(8192, 64, 430.0), (16384, 128, 400.0)])
@@ -1330,7 +1340,7 @@ def test_llama3_405b_at_16k_gpus_with_its_interleaved_schedule(compose, tmp_path
         "id": f"llama3_405b_{gpus}", "source": "Dubey et al. 2024, Table 4", "model": "Llama 3 405B",
         "seq_len": 8192, "gpu": "h100_sxm", "precision": "bf16", "gpus_per_node": 8, "num_gpus": gpus,
         "tp": 8, "pp": 16, "dp": dp, "cp": 1, "ep": 1, "sp": 1, "vpp": None, "global_batch": 2048,
-        "zero_stage": 1, "measured_iter_time_s": measured,
+        "zero_stage": 1, "measured_iter_time_s": measured, "schedule": "interleaved",
         "notes": "interleaved pipeline schedule (Sec. 3.3.2); chunk count not stated (vpp blank)",
     }]).to_csv(runs, index=False)
     out = runs_predict.run_validate(compose("task=validate"), runs)
@@ -1345,7 +1355,7 @@ def test_an_interleaving_depth_no_framework_could_run_is_not_chosen(compose):
     base = compose("task=validate")
     table = pd.read_csv(validation_file("runs_dev2.csv"))
     shallow = dict(_row(table, "nemotron4_340b_paper_t2_1536g"), layers=12)
-    assert runs_notes._interleaving_depth_unstated(shallow)
+    assert runs_rules._interleaving_depth_unstated(shallow)
     config, _, _ = runs_place._fastest_interleaving(base, shallow)
     assert float(config.layout.vpp) == 1.0
     assert Reason(int(jctopt.estimate(config).reason)) != Reason.LAYOUT
@@ -1380,6 +1390,6 @@ def test_padded_capacity_sets_the_busiest_ranks_excess(compose):
            "model": "Qwen3-30B-A3B", "gpu": "gb200", "precision": "BF16", "num_gpus": 8, "tp": 1, "pp": 1, "cp": 1,
            "ep": 8, "global_batch": 512, "micro_batch": 4, "seq_len": 4096}
     padded = "moe_expert_capacity_factor=1.10; moe_pad_expert_input_to_capacity=True"
-    assert runs_row.row_config(base, dict(row, notes=padded))[0].training.moe_imbalance == pytest.approx(1.10)
+    assert prose.row_config(base, dict(row, notes=padded))[0].training.moe_imbalance == pytest.approx(1.10)
     for notes in ("moe_expert_capacity_factor=1.10", "forced-balanced routing", ""):
-        assert runs_row.row_config(base, dict(row, notes=notes))[0].training.moe_imbalance == 1.0
+        assert prose.row_config(base, dict(row, notes=notes))[0].training.moe_imbalance == 1.0

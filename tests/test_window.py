@@ -1,6 +1,7 @@
 """Sliding-window attention (model.window): keys of work per query by hand, the windowed layer against
 cuDNN's measured kernel, the layer's attention core, the config checks and validate's rows."""
 
+import prose
 import pytest
 
 from jctopt import ConfigError
@@ -73,7 +74,7 @@ def test_validate_takes_the_window_from_the_catalog(compose):
     row = {"id": "r", "source": "Megatron-Bridge docs/performance-summary.md, 26.08 NeMo Container",
            "model": "GPT OSS 120B", "gpu": "gb200", "precision": "BF16", "num_gpus": 64, "tp": 1, "pp": 1, "cp": 1,
            "ep": 64, "global_batch": 1280, "micro_batch": 4, "seq_len": 4096}
-    cfg, _ = runs_row.row_config(base, row)
+    cfg, _ = prose.row_config(base, row)
     assert (cfg.model.attention_window, cfg.model.window_layers) == (128, 18)
-    cfg, _ = runs_row.row_config(base, dict(row, model="Llama 3 70B", ep=1, tp=4, pp=4))
+    cfg, _ = prose.row_config(base, dict(row, model="Llama 3 70B", ep=1, tp=4, pp=4))
     assert (cfg.model.attention_window, cfg.model.window_layers) == (0, 0)

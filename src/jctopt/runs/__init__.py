@@ -1,6 +1,7 @@
 """Measured training runs: reading a runs CSV, turning each row into a model configuration,
 placing what the run left unstated, and predicting every row."""
 
+from .columns import DEFAULT_STACK, FLAG_COLUMNS
 from .defaults import DEFAULTS, REFERENCE_FABRIC
 from .place import place_rows
 from .predict import run_validate
@@ -8,4 +9,4 @@ from .read import REQUIRED_COLUMNS, check_unique_ids, read_all, read_runs, runs_
 from .row import row_config
 from .spellings import RowError
 
-__all__ = ["DEFAULTS", "REFERENCE_FABRIC", "REQUIRED_COLUMNS", "RowError", "check_unique_ids", "place_rows", "read_all", "read_runs", "row_config", "run_validate", "runs_path"]
+__all__ = ["DEFAULTS", "DEFAULT_STACK", "FLAG_COLUMNS", "REFERENCE_FABRIC", "REQUIRED_COLUMNS", "RowError", "check_unique_ids", "place_rows", "read_all", "read_runs", "row_config", "run_validate", "runs_path"]

@@ -5,17 +5,14 @@ from __future__ import annotations
 # Blank cells: the value used and why (printed in the report).
 DEFAULTS = {
     "kv_heads": ("= heads", "no grouped-query attention unless stated (runs_dev.csv README)"),
-    "vpp": ("1; 2 for torchtitan's Interleaved 1F1B and for ZB-V; where the notes say interleaved without a "
-            "depth, the fastest depth (2-16 chunks per rank) that fits",
-            "no interleaved schedule unless stated; torchtitan builds two stages per rank for a looped schedule "
-            "when no split is given; ZB-V's V is two chunks per rank; a run's authors tune the depth for speed"),
-    "micro_batch": ("1; with ZeRO-3 at pp = 1, global_batch / dp; torchtitan at pp > 1, global_batch / (dp pp)",
+    "vpp": ("1; 2 for ZB-V; where schedule is interleaved, the fastest depth (2-16 chunks per rank) that fits",
+            "no interleaved schedule unless stated; ZB-V's V is two chunks per rank; a run's authors tune the "
+            "depth for speed"),
+    "micro_batch": ("1; with ZeRO-3 at pp = 1, global_batch / dp",
                     "Megatron-LM's default micro-batch size; FSDP stacks (torchtitan's local_batch_size, MaxText's "
-                    "per_device_batch_size) run the replica's batch at once unless gradient accumulation is stated; "
-                    "torchtitan's pipeline splits it into pp micro-batches (pipeline_parallel_microbatches "
-                    "defaults to the pipeline degree, torchtitan 2024-12)"),
-    "sp": ("on with tp > 1 from 2022", "Megatron-Core and NeMo turn sequence parallelism on with tensor parallelism "
-           "(Korthikanti et al. 2022 introduced it); off before 2022 and at tp = 1"),
+                    "per_device_batch_size) run the replica's batch at once unless gradient accumulation is stated"),
+    "sp": ("on with tp > 1", "Megatron-Core and NeMo turn sequence parallelism on with tensor parallelism "
+           "(Korthikanti et al. 2022 introduced it; earlier runs state sp 0); off at tp = 1"),
     "cp": (1, "no context parallelism unless stated; where the row states dp, tp and pp, num_gpus / (dp x tp x pp), "
               "the only value they leave (tables without a CP column)"),
     "pp": ("num_gpus / (dp x tp x cp) where the row states dp, tp and cp",
@@ -26,12 +23,14 @@ DEFAULTS = {
     "etp": ("tp; 1 where ep x tp does not divide a stage's GPUs", "Megatron-Core's --expert-tensor-parallel-size "
             "defaults to tp; a run whose expert-parallel group could not also split each expert tp ways kept its "
             "experts whole (etp 1, MoE parallel folding), as Megatron-Bridge's MoE recipes set it"),
-    "ep_comm_overlap": ("off", "MoE all-to-alls exposed where the notes set neither moe_a2a_overlap nor "
-                        "overlap_moe_expert_parallel_comm and name neither DualPipe nor a recipe that sets it: "
+    "stack": ("stack= of the command line; generic where it names none",
+              "a row's software flags are its stack's (conf/stack/<stack>.yaml) where its cell of the flag is "
+              "blank; the shipped files name theirs"),
+    "ep_comm_overlap": ("the stack's", "MoE all-to-alls exposed in every stack but DeepSeek's (DualPipe): "
                         "Megatron-Core's --overlap-moe-expert-parallel-comm and Megatron-Bridge's CommOverlapConfig "
-                        "default to off; AutoModel and torchtitan lack the option"),
-    "ep_two_hop": ("flat all-to-all", "two-hop dispatch (one fabric crossing per remote NVLink domain) only where the "
-                   "notes name DeepEP, HybridEP or node-limited routing"),
+                        "default to off, AutoModel and torchtitan lack the option; a recipe that sets it states it"),
+    "ep_two_hop": ("the stack's", "the flat all-to-all but in NeMo AutoModel (DeepEP) and DeepSeek's "
+                   "node-limited routing; a recipe on DeepEP or HybridEP states it"),
     "gpus_per_node": ("the GPU's NVLink domain", "8 on HGX/DGX nodes, 72 on GB200/GB300 NVL72 racks (conf/gpu)"),
     "experts": (1, "dense model (runs_moe_dev.csv columns: experts, top_k, moe_ffn_hidden, shared_experts, "
                 "dense_layers, attention, qk_head_dim)"),
@@ -46,31 +45,23 @@ DEFAULTS = {
                      "the batch the row's own throughput and step time imply; a row stating neither: one "
                      "micro-batch per data-parallel replica (per pipeline stage under PP), as long-sequence "
                      "benchmarks run"),
-    "recompute": ("the notes' recompute_granularity; else the least that fits",
-                  "Megatron-Core's recompute_granularity (--recompute-activations: selective; recompute=none, a "
-                  "recipe summary's) where the notes print "
-                  "it; else none, else selective, else whole-layer recompute of the fewest layers per stage "
+    "recompute": ("the least that fits",
+                  "none, else selective, else whole-layer recompute of the fewest layers per stage "
                   "(Megatron's block method), up to full: the first the memory model says fits (the run "
                   "was measured, so it fit); from selective where the cell says only that recompute was on (yes, "
                   "on, true, enabled, 1)"),
-    "offload_layers": ("0; on Megatron-Core stacks from 2025 with recompute blank, the fewest layers that fit if faster",
+    "offload_layers": ("0; where offload_available and recompute is blank, the fewest layers that fit if faster",
                        "where recompute is blank and the run needs some to fit, NeMo's and Megatron-Bridge's 2025-2026 "
                        "recipes may offload activations to host memory instead (Megatron-Core --cpu-offloading; GB200 "
                        "and GB300 Llama 3 70B/405B recipes): the model takes whichever of the two it finds faster"),
-    "zero_stage": ("Megatron-FSDP's sharding strategy where the notes turn it on; 3 in torchtitan and NeMo AutoModel "
-                   "rows; else 1 from 2023, else 0",
-                   "use_megatron_fsdp with data_parallel_sharding_strategy optim_grads_params / optim_grads / optim / "
-                   "no_shard = ZeRO-3 / 2 / 1 / 0 (unstated: optim_grads_params, Megatron-LM's default), sharded "
-                   "over the whole data-parallel group; torchtitan and AutoModel shard with FSDP2 (ZeRO-3) over their "
-                   "data-parallel ranks by default; the distributed optimizer is the Megatron-Core/NeMo default "
-                   "from 2023 on; no optimizer sharding before"),
-    "hybrid_shard": ("full in torchtitan and AutoModel rows and under Megatron-FSDP; else hybrid from 2024, else full",
-                     "ZeRO-3 rows whose notes name neither FULL_SHARD nor HYBRID_SHARD/HSDP: Megatron-FSDP (the ZeRO-3 "
-                     "of Megatron-Core stacks: NeMo, Megatron-Bridge) shards over the whole data-parallel group and "
-                     "prefetches its gathers (model.megatron_fsdp); torchtitan and "
-                     "AutoModel shard FSDP2 over every data-parallel rank (torchtitan data_parallel_shard_degree "
-                     "-1, replicate degree 1); elsewhere PyTorch FSDP's HYBRID_SHARD as in the 2024 FSDP blog, "
-                     "DeepSpeed's full partitioning before"),
+    "zero_stage": ("the stack's (Megatron-Core 1, torchtitan, AutoModel and FSDP 3); else the training preset's",
+                   "the distributed optimizer is the Megatron-Core/NeMo default; torchtitan and AutoModel shard "
+                   "with FSDP2 (ZeRO-3) over their data-parallel ranks by default"),
+    "hybrid_shard": ("the stack's", "ZeRO-3 rows that name neither FULL_SHARD nor HYBRID_SHARD/HSDP: "
+                     "Megatron-FSDP (the ZeRO-3 of Megatron-Core stacks) shards over the whole data-parallel group "
+                     "and prefetches its gathers (model.megatron_fsdp); torchtitan and AutoModel shard FSDP2 over "
+                     "every data-parallel rank (data_parallel_shard_degree -1); PyTorch FSDP's HYBRID_SHARD as in "
+                     "the 2024 FSDP blog and MaxText's FSDP within a node"),
     "vocab": ("by model family", "Llama 3: 128,256 (Dubey et al. 2024); Llama 2: 32,000 (Touvron et al. 2023); "
               "Nemotron: 256,000 (Nemotron-4, NVIDIA 2024); GPT-NeoX: 50,432 (Black et al. 2022, 20B.yml); "
               "other GPT: 51,200 (Megatron's padded GPT-2 BPE, Narayanan et al. 2021)"),
@@ -81,13 +72,11 @@ DEFAULTS = {
            "within the NVLink domain (the run was measured, so it fit, and published runs are tuned)"),
     "precision": ("bf16", "mixed precision with bf16 GEMMs, the default of every 2022-2026 training stack; fp8 "
                   "only where a row says so"),
-    "nvfp4_bf16_share": ("0 in Megatron-Core stacks (Nemotron 3 Super: its last 14 layers), else 0.16; the layers "
-                         "the notes name",
+    "nvfp4_bf16_share": ("the stack's: 0 in Megatron-Core, else the training preset's 0.16",
                          "NVFP4 rows: Megatron-Bridge's and NeMo's benchmark recipe (bf16_with_nvfp4_mixed) quantizes "
-                         "every transformer layer (first_last_layers_bf16 off) unless its notes give "
-                         "num_layers_at_start/end_in_bf16; Nemotron 3 Super's recipe keeps the last 14 in BF16 "
-                         "(nemotron_3_super_bf16_with_nvfp4_mixed); elsewhere the NVFP4 pre-training recipe's ~16 % "
-                         "of the layers in BF16 (arXiv:2509.25149)"),
+                         "every transformer layer (first_last_layers_bf16 off); a recipe that keeps layers in BF16 "
+                         "states the share (Nemotron 3 Super's last 14); elsewhere the NVFP4 pre-training recipe's "
+                         "~16 % of the layers in BF16 (arXiv:2509.25149)"),
     "architecture": ("the catalog model the row names", "layers, widths, heads, vocabulary, sequence length, experts "
                      "and MLA ranks a row leaves blank are those of the conf/model entry its model cell names, "
                      "with params_b appended where the cell names a family alone ('Llama 3.1', 'Nemotron4') "
@@ -97,9 +86,8 @@ DEFAULTS = {
                      "Mixtral 8x7B/8x22B, GPT-3 175B, Grok-1, Nemotron-4 15B/340B, "
                      "Nemotron-H 8B/47B/56B, Nemotron 3 Nano/Super/Ultra, Nemotron 3.5 Lightning, gpt-oss-20b; "
                      "each file cites its config); a hybrid Mamba-2 model's layer pattern and Mamba shape always "
-                     "come from its entry, and its multi-token-prediction depth where mtp_layers is blank on a "
-                     "Megatron-Core stack (Megatron-Bridge's Nemotron 3 recipes train two MTP passes; none "
-                     "elsewhere)"),
+                     "come from its entry, and its multi-token-prediction depth where mtp_layers is blank "
+                     "(Megatron-Bridge's Nemotron 3 recipes train two MTP passes)"),
     "inter_node": ("the GPU's reference system", "A100: 8 x HDR200 IB; H100/H200/H800, B200 and GB200: NDR400 IB "
                    "(ConnectX-7; DGX B200 and DGX GB200 user guides: one 400 Gb/s port per GPU); B300/GB300: "
                    "XDR800 IB (ConnectX-8); GH200: NDR200 IB (JSC JUPITER: 4 x NDR200 per node of four); "

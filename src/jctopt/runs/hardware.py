@@ -6,6 +6,8 @@ import re
 
 from omegaconf import DictConfig
 
+from .columns import flag
+
 # GB200's one smaller NVLink domain: NVL36 racks, cabled in pairs (NVIDIA GB200 NVL36x2).
 NVL36 = 36
 
@@ -34,20 +36,14 @@ def _ib_fabric(gbit: float) -> str:
 GH200_HBM3E = re.compile(r"\b14[14] ?gi?b\b|hbm3e", re.IGNORECASE)
 
 
-# A board power limit as notes state it: "500 W power limit", "750W power cap", "limited to 750W",
-# "power-capped at 600 W" (watts of three or four digits, a GPU board's range).
-POWER_LIMIT = re.compile(r"\b(\d{3,4}) ?W (?:power )?(?:limit|cap)\b"
-                         r"|\b(?:power[- ]?)?(?:limited|capped) (?:to|at) (\d{3,4}) ?W\b", re.IGNORECASE)
-
-
 def _stated_hardware(cfg: DictConfig, row: dict) -> None:
-    """Hardware the row states apart from the catalog GPU: a GH200 with HBM3e in its gpu cell,
-    and in its notes a board power limit below TDP (POWER_LIMIT: model.power) and the HBM
-    ("96GB HBM2e (2.4 TB/s)"), as Meta's Grand Teton H100s that torchtitan benchmarks on."""
+    """Hardware the row states apart from the catalog GPU: a GH200 with HBM3e in its gpu cell;
+    a board power limit below TDP (``gpu_power_limit_w``, model.power) and the HBM (``hbm_gb``,
+    ``hbm_tbps``: Meta's Grand Teton H100s, 96 GB of HBM2e at 2.4 TB/s, as torchtitan benchmarks on)."""
     if cfg.gpu.name == "gh200" and GH200_HBM3E.search(str(row.get("gpu", ""))):
         cfg.gpu.hbm_gb, cfg.gpu.hbm_tbps = 141.0, 4.8
-    notes = str(row.get("notes", ""))
-    if m := POWER_LIMIT.search(notes):
-        cfg.cluster.gpu_power_limit_w = float(m.group(1) or m.group(2))
-    if m := re.search(r"\b(\d+) ?GB HBM\w*\s*\(([\d.]+) ?TB/s", notes):
-        cfg.gpu.hbm_gb, cfg.gpu.hbm_tbps = float(m.group(1)), float(m.group(2))
+    if (watts := flag(row, "gpu_power_limit_w", float)) is not None:
+        cfg.cluster.gpu_power_limit_w = watts
+    for key in ("hbm_gb", "hbm_tbps"):
+        if (value := flag(row, key, float)) is not None:
+            cfg.gpu[key] = value

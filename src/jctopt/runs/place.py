@@ -14,13 +14,7 @@ from ..config import RECOMPUTE as RECOMPUTE_LEVEL
 from ..config import ConfigError, to_config
 from ..job.jct import Reason, estimate, unmasked_step
 from .cells import _blank, _int, _split_blank
-from .notes import (
-    MAX_INTERLEAVING,
-    _interleaving_depth_unstated,
-    _megatron_core_stack,
-    _stated_offload_layers,
-    source_year,
-)
+from .columns import flag
 from .row import row_config
 from .spellings import (
     RowError,
@@ -28,7 +22,7 @@ from .spellings import (
 
 
 def place_rows(cfg: DictConfig, table: pd.DataFrame) -> tuple[list[dict], list[int], list]:
-    """(one record per row: id, source, measured time, defaults_used or reason, and
+    """(one record per row: id, source, measured time, the stack it ran, defaults_used or reason, and
     chosen_by_speed: whether a blank cell took the value the model finds fastest, a split, an
     interleaving depth or offloading; positions of the placed rows; their model configurations)."""
     base = copy.deepcopy(cfg)
@@ -54,7 +48,7 @@ def place_rows(cfg: DictConfig, table: pd.DataFrame) -> tuple[list[dict], list[i
                 used = [*used, "measured_iter_time_s"]
             configs.append(config)
             index.append(i)
-            out["gpu"] = rc.gpu.name
+            out["gpu"], out["stack"] = rc.gpu.name, rc.training.stack
             out["defaults_used"] = ",".join(sorted(set(used)))
             out["chosen_by_speed"] = chosen
         except (RowError, ConfigError, ValueError, TypeError) as err:
@@ -97,26 +91,22 @@ def _place(base: DictConfig, row: dict):
     """(model config, Hydra config, defaults used) of one row; a blank recompute is the least
     that fits, or, where the row's stack offloads activations and states no offload, the
     fewest offloaded layers that fit if the model finds that faster (DEFAULTS["offload_layers"]);
-    a blank ep on an MoE model the fastest (DEFAULTS["ep"], _fastest_ep)."""
+    a blank ep on an MoE model the fastest (DEFAULTS["ep"], _fastest_ep). Where a recipe offers
+    offloading: the ``offload_available`` column (Megatron-Core's --cpu-offloading in NeMo's and
+    Megatron-Bridge's 2025-2026 performance recipes)."""
     rc, used = row_config(base, row)
     if _ep_unstated(row, rc):
         return _fastest_ep(base, row, rc.model.n_experts)
     if "recompute" not in used:
         return to_config(rc), rc, used
     config = _least_recompute_that_fits(rc)
-    if (config.train.recompute > 0 and _blank(row.get("recompute")) and _offload_in_reach(row)
-            and _stated_offload_layers(row) is None):
+    if (config.train.recompute > 0 and _blank(row.get("recompute")) and flag(row, "offload_available")
+            and _blank(row.get("offload_layers"))):
         offloaded = _fewest_offloaded_layers_that_fit(config, math.ceil(rc.model.n_layers / rc.layout.pp))
         if offloaded is not None and float(_estimate_one(offloaded).step_s) < float(_estimate_one(config).step_s):
             rc.training.recompute, rc.training.offload_layers = "none", int(offloaded.train.offload_layers)
             return offloaded, rc, used + ["offload_layers"]
     return config, rc, used
-
-
-def _offload_in_reach(row: dict) -> bool:
-    """Whether the row's stack offers activation offloading as a tuned recipe uses it: Megatron-Core
-    (--cpu-offloading) in NeMo's and Megatron-Bridge's 2025-2026 performance recipes."""
-    return _megatron_core_stack(row) and source_year(row) >= 2025
 
 
 def _fewest_offloaded_layers_that_fit(config, stage_layers: int):
@@ -218,6 +208,19 @@ def _fastest_interleaving(base: DictConfig, row: dict):
         return _place(base, row)
     config, rc, used = best
     return config, rc, sorted(set(used) | {"vpp"})
+
+
+MAX_INTERLEAVING = 16
+
+
+def _interleaving_depth_unstated(row: dict) -> bool:
+    """Whether the row ran an interleaved pipeline schedule of unstated depth: ``schedule``
+    interleaved, pp > 1 and vpp blank."""
+    try:
+        pipelined = float(row.get("pp")) > 1
+    except (TypeError, ValueError):
+        pipelined = False  # a blank or unreadable pp: row_config says why
+    return pipelined and _blank(row.get("vpp")) and str(row.get("schedule", "")).strip().lower() == "interleaved"
 
 
 def _reason(config) -> Reason:

@@ -46,9 +46,11 @@ def run_validate(cfg: DictConfig, runs: Path) -> pd.DataFrame:
             if reasons[j] != "OK":
                 df.loc[i, "model_reason"] = reasons[j]
     # The central interval at job.confidence of each prediction, from the model's left-out error
-    # for what it rests on (job.risk: the GPU type's own rows or its specs, or the MoE runs).
+    # for what it rests on (job.risk: the GPU type's own rows or its specs, the MoE runs, or the stacks).
     df["predicted_lo_s"] = df["predicted_hi_s"] = np.nan
-    bases = pd.Series([error_basis(g, m) for g, m in zip(df.gpu.astype(str), df.moe)], index=df.index)
+    # A stack with no runs of its own (generic: a user's file that names none) carries the spread across stacks.
+    stacks = df.get("stack", pd.Series("none", index=df.index)).fillna("none").astype(str)
+    bases = pd.Series([error_basis(g, m, s) for g, m, s in zip(df.gpu.astype(str), df.moe, stacks)], index=df.index)
     df = df.drop(columns="moe")
     for basis, part in df[df.predicted_iter_time_s.notna()].groupby(bases):
         lo, hi = step_interval(part.predicted_iter_time_s.to_numpy(float), log_quantiles(basis),

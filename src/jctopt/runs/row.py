@@ -1,4 +1,4 @@
-"""One measured run as a model configuration (``row_config``): its cells, defaults and notes."""
+"""One measured run as a model configuration (``row_config``): its cells, its stack and defaults."""
 
 from __future__ import annotations
 
@@ -21,28 +21,8 @@ from .catalog_models import (
 )
 from .cells import _blank, _global_batch, _glu, _int, _split_from_dp
 from .defaults import FABRICS, REFERENCE_FABRIC, SPELLED_FABRIC, VOCAB
+from .columns import apply_flags, apply_stack, flag, row_stack
 from .hardware import _ib_fabric, _rack_node, _stated_hardware
-from .notes import (
-    FUSED_ATTENTION_STACKS,
-    _eager_elementwise,
-    _fsdp_native,
-    _hybrid_shard,
-    _megatron_core_stack,
-    _megatron_fsdp_switch,
-    _moe_dispatch,
-    _moe_layers_graphed,
-    _overlaps_disabled,
-    _padded_capacity,
-    _per_op_sac,
-    _schedule,
-    _settings_from_notes,
-    _stack_text,
-    _stated_offload_layers,
-    _te_scoped_hybridep,
-    _torchtitan_stack,
-    _tp_overlap,
-    source_year,
-)
 from .spellings import (
     MAX_NIC_GBIT,
     NO_FABRIC,
@@ -51,7 +31,6 @@ from .spellings import (
     RowError,
     attention_kind,
     free_text_fabric,
-    notes_switch,
     recompute_mode,
     recompute_modules,
     row_gpu,
@@ -62,7 +41,6 @@ from .spellings import (
 def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     """The Hydra config of one CSV row, and the defaults it needed."""
     used: list[str] = []
-    row = _settings_from_notes(row)
     key = catalog_model(row.get("model", ""), row.get("params_b"))
     hybrid = None if key is None else hybrid_layers(key)
     for cell in ("model", "attention"):
@@ -71,6 +49,9 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
                            f"catalog: its layer pattern is unknown (catalog hybrids: {', '.join(hybrid_keys())})")
     row = _with_catalog_architecture(row, key, used)
     cfg = copy.deepcopy(base)
+    tr = cfg.training
+    apply_stack(tr, row_stack(row, tr.stack, used))
+    apply_flags(tr, row)
     gpu, aliased = row_gpu(row["gpu"])
     if aliased:
         used.append("gpu")
@@ -96,9 +77,8 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
             raise RowError(f"inter_node unknown and gpu={gpu!r} has no reference fabric")
     elif m := re.fullmatch(r"unknown_(\d+)gbps", inter):
         # X Gbit/s per node, RoCE-like, one NIC per GPU (the sources name neither fabric nor NIC
-        # count); per GPU where the notes say so ("backend RDMA 400 Gb/s per GPU").
-        per_gpu = re.search(rf"\b{m.group(1)} ?Gb(?:it)?(?:/s|ps) per GPU", str(row.get("notes", "")), re.IGNORECASE)
-        fabric, gbit, nics = "roce400", float(m.group(1)) / (1 if per_gpu else node_gpus), gpn
+        # count; X per GPU is roce<X>).
+        fabric, gbit, nics = "roce400", float(m.group(1)) / node_gpus, gpn
     elif m := re.fullmatch(r"(ib|roce)_?(?:[a-z]dr)?(\d+)(?:g|gbps)?(?:x(\d+))?", inter):
         # Other keys of the documented form: InfiniBand or RoCE, NIC rate (Gbit/s), NICs per
         # node (one per GPU where no count is given), e.g. ib_xdr800x4 for a GB300 tray.
@@ -159,7 +139,7 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
     window, share = sliding_window(key) if key is not None and not hybrid else (0, 0.0)
     m.attention_window, m.window_layers = window, round(share * layers) if window else 0
 
-    lay, tr = cfg.layout, cfg.training
+    lay = cfg.layout
     lay.n_gpus = _int(row, "num_gpus", used)
     dp = None if _blank(row.get("dp")) else _int(row, "dp", [])  # text or inf: that row's reason
     if _blank(row.get("tp")) and _blank(row.get("pp")) and dp is not None:
@@ -174,11 +154,9 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
         lay.tp, lay.pp, lay.cp = _split_from_dp(row, lay.n_gpus, dp, used)
     else:
         lay.tp, lay.pp, lay.cp = (_int(row, k, used) for k in ("tp", "pp", "cp"))
-    torchtitan = _torchtitan_stack(row)
-    interleaved = torchtitan and lay.pp > 1 and re.search(r"interleaved 1f1b", str(row.get("notes", "")), re.IGNORECASE)
     lay.ep = _int(row, "ep", used, rule=1)
-    lay.schedule = _schedule(row) if lay.pp > 1 else "1f1b"
-    lay.vpp = _int(row, "vpp", used, rule=2 if interleaved or lay.schedule == "zb_v" else 1)
+    lay.schedule = row_schedule(row) if lay.pp > 1 else "1f1b"
+    lay.vpp = _int(row, "vpp", used, rule=2 if lay.schedule == "zb_v" else 1)
     # Expert tensor parallelism: blank is tp, Megatron-Core's default for
     # --expert-tensor-parallel-size; etp 1 at tp > 1 keeps experts whole and lets EP span the
     # TP ranks (MoE parallel folding, model.experts).
@@ -195,15 +173,9 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
         raise RowError(f"dp x tp x pp x cp = {dp} x {lay.tp} x {lay.pp} x {lay.cp} != "
                        f"num_gpus={lay.n_gpus}")
     tr.global_batch = _global_batch(row, lay, seq, used)
-    year = source_year(row)
-    tr.zero_stage = _int(row, "zero_stage", used, rule=3 if _fsdp_native(row) else int(year >= 2023))
+    tr.zero_stage = _int(row, "zero_stage", used, rule=int(tr.zero_stage))  # blank: the stack's
     replica_batch = tr.global_batch * lay.tp * lay.pp * lay.cp // lay.n_gpus
-    if tr.zero_stage >= 3 and lay.pp == 1 and replica_batch >= 1:
-        whole_replica = replica_batch
-    elif torchtitan and lay.pp > 1 and replica_batch % lay.pp == 0:
-        whole_replica = replica_batch // lay.pp  # pp micro-batches (torchtitan's default)
-    else:
-        whole_replica = 1
+    whole_replica = replica_batch if tr.zero_stage >= 3 and lay.pp == 1 and replica_batch >= 1 else 1
     tr.micro_batch = _int(row, "micro_batch", used, rule=whole_replica)
     cell = row.get("recompute")
     if _blank(cell):
@@ -219,65 +191,25 @@ def row_config(base: DictConfig, row: dict) -> tuple[DictConfig, list[str]]:
                        "disabled, 0 = none; yes, on, true, enabled, 1 = the least that fits from selective; a list "
                        "of Megatron recompute modules = selective)")
     tr.recompute = RECOMPUTE[recompute]
-    tr.selective_ac = "op" if recompute == "selective" and _per_op_sac(row, torchtitan) else "core_attention"
     if recompute == "selective" and tr.selective_ac == "core_attention":
-        tr.recompute_modules = recompute_modules(cell, row.get("notes", "")) or ["core_attn"]
-    tr.seq_parallel = bool(_int(row, "sp", used, rule=int(year >= 2022 and lay.tp > 1)))
+        tr.recompute_modules = recompute_modules(cell) or recompute_modules(row.get("recompute_modules")) or ["core_attn"]
+    tr.seq_parallel = bool(_int(row, "sp", used, rule=int(lay.tp > 1)))
     tr.precision = precision
-    tr.flash_attention = year >= 2023  # FlashAttention (2022) is standard in the 2023+ stacks
-    # Transformer Engine's cuDNN fused attention runs in Megatron-Core and NeMo (and cuDNN flash
-    # attention in the JAX stacks of NVIDIA's DGX Cloud recipes) from 2024; llm-foundry, torchtitan
-    # and the FSDP blog call FlashAttention-2 (directly or through PyTorch SDPA).
-    tr.fused_attention = year >= 2024 and bool(FUSED_ATTENTION_STACKS.search(_stack_text(row)))
-    # Megatron's fp8_dot_product_attention (Transformer Engine's recipe field: fp8_dpa) where the
-    # notes print it on (an fp8 recipe's option).
-    tr.fp8_attention = bool(tr.fused_attention and PRECISION[precision] >= 1
-                            and notes_switch(str(row.get("notes", "")), "fp8_dot_product_attention", "fp8_dpa"))
-    tr.mp_comm_overlap, tr.tp_async_backward = _tp_overlap(row, year, torchtitan)
-    # Unnamed: full in torchtitan and AutoModel (FSDP2 over every data-parallel rank unless a
-    # replicate degree is set, _fsdp_native); else hybrid from 2024 (PyTorch FSDP's HYBRID_SHARD,
-    # the strategy of the 2024 FSDP blog), full before (DeepSpeed ZeRO-3, 2021).
-    # ZeRO-3 on a Megatron-Core stack (NeMo, Megatron-Bridge), or where the notes turn on
-    # use_megatron_fsdp, is Megatron-FSDP: sharded over the whole data-parallel group, its
-    # collectives prefetched (model.megatron_fsdp).
-    tr.megatron_fsdp = tr.zero_stage >= 3 and (_megatron_core_stack(row) or _megatron_fsdp_switch(row))
-    named = _hybrid_shard(row, year)
-    tr.hybrid_shard = named if named is not None else (year >= 2024 and not _fsdp_native(row)
-                                                       and not tr.megatron_fsdp)
-    if named is None and tr.zero_stage >= 3:
+    if PRECISION[precision] < 1:
+        tr.fp8_attention = False  # FP8 attention is an fp8 recipe's option
+    if tr.zero_stage >= 3 and _blank(row.get("hybrid_shard")):
         used.append("hybrid_shard")
-    # ZeRO-3 before PyTorch FSDP (2022) is DeepSpeed's, which all-gathers every partitioned
-    # tensor on its own (partition_parameters.py, 2020-21: one _allgather_param per parameter):
-    # the layer's weight matrices (QKV, output, MLP in and out, a GLU gate); biases and norms
-    # stay whole under stage3_param_persistence_threshold.
-    tr.zero3_collectives_per_layer = 1 if year >= 2022 else 4 + int(cfg.model.glu)
-    # DeepSpeed's ZeRO-3 also gathers the weights again for a recomputed forward (model.zero3_gathers).
-    tr.zero3_regather = year < 2022
-    tr.dp_overlap = year >= 2023 and not _overlaps_disabled(row)
-    tr.ep_comm_overlap, tr.ep_two_hop, named = _moe_dispatch(row)
-    tr.moe_imbalance = _padded_capacity(row) or tr.moe_imbalance
-    if _moe_layers_graphed(row):
-        tr.moe_host_s = 0.0
-    elif _te_scoped_hybridep(str(row.get("notes", ""))):
-        tr.moe_router_graphed = True
-    tr.offload_layers = _stated_offload_layers(row) or 0
-    if precision == "nvfp4":
-        tr.nvfp4_bf16_share = _nvfp4_bf16_share(row, key, m.n_layers, tr.nvfp4_bf16_share, used)
-    if m.n_experts > 1 and not named:
+    if m.n_experts > 1 and _blank(row.get("ep_comm_overlap")):
         used.append("ep_comm_overlap")
-    # llm-foundry's MPT runs under Composer, which updates its two train metrics (cross-entropy,
-    # perplexity) from the logits after every micro-batch (composer/trainer/trainer.py).
-    tr.metric_loss_passes = 2 if "llm-foundry" in str(row.get("source", "")) else 0
-    tr.fused_elementwise = not _eager_elementwise(row)
-    # torchtitan's loss is PyTorch's eager cross-entropy on fp32 logits (logit_bytes 12) where it
-    # is not compiled: with torch.compile off, and read so for every 2024 row (torchtitan compiled
-    # it with the model from 2024-10-22, e10cb94, until e8977b0 of 2024-12-18 turned that off, the
-    # 2024-12 benchmarks' train.py @9dec370; again from bbb1b61, 2025-04-02).
-    if torchtitan and (year < 2025 or not tr.fused_elementwise):  # compile off: _eager_elementwise
-        tr.logit_bytes = 12.0
-    # Dropout, whose masks the memory model keeps (model.memory): Megatron-LM's 0.1 default in the
-    # GPT-3-era papers and DeepSpeed's Megatron GPT, before 2023; LLaMA-era recipes train without.
-    tr.dropout = year < 2023
+    # CUDA graphs over the MoE layers take their launches off the host (model.host).
+    if flag(row, "moe_layers_graphed"):
+        tr.moe_host_s = 0.0
+    if precision == "nvfp4":
+        share = flag(row, "nvfp4_bf16_share", float)
+        if share is None:
+            used.append("nvfp4_bf16_share")  # the stack's (training preset's) share
+        else:
+            tr.nvfp4_bf16_share = min(share, 1.0)
     return cfg, used
 
 
@@ -298,15 +230,11 @@ def _hybrid_model(m: DictConfig, row: dict, hybrid) -> None:
                        f"{hybrid['n_layers']}-layer pattern comes from the catalog")
     for k, v in hybrid.items():
         m[k] = v
-    # Its MTP depth: the row's; where blank, the catalog's on Megatron-Core stacks, whose recipes
-    # train the heads (Megatron-Bridge recipes/nemotronh/h100/nemotron_3_{super,nano,ultra}.py
-    # @067f987d: mtp_num_layers 2 for Super, Ultra and Lightning), none elsewhere (NeMo
-    # AutoModel's Super benchmark sets no num_nextn_predict_layers; its Ultra benchmark's 2 must
-    # be stated in the column).
+    # Its MTP depth: the row's; where blank, the catalog's, as Megatron-Core's recipes train the
+    # heads (Megatron-Bridge recipes/nemotronh/h100/nemotron_3_{super,nano,ultra}.py @067f987d:
+    # mtp_num_layers 2 for Super, Ultra and Lightning; a stack without them states 0).
     if not _blank(row.get("mtp_layers")):
         m.mtp_layers = _int(row, "mtp_layers", [])
-    elif not _megatron_core_stack(row):
-        m.mtp_layers = 0
     # A hybrid MoE's dense MLP layers are the pattern's - layers, wherever they stand.
     m.n_dense_layers = pattern_counts(hybrid["layer_pattern"])["dense_mlp_layers"] if m.n_experts > 1 else 0
 
@@ -343,25 +271,17 @@ def _moe_columns(m: DictConfig, row: dict, used: list[str]) -> None:
         m.n_dense_layers = _int(row, "dense_layers", used)
 
 
-# Megatron-Bridge's NVFP4 benchmark recipes that keep layers in BF16 (catalog key: last layers):
-# Nemotron 3 Super's (nemotron_3_super_bf16_with_nvfp4_mixed, training/mixed_precision.py
-# @067f987d: first_last_layers_bf16 True, num_layers_at_end_in_bf16 14; perf_recipes/nemotronh
-# common.py _nemotron_3_super_nvfp4_precision uses it on every GPU).
-MEGATRON_BRIDGE_NVFP4_BF16_END_LAYERS = {"nemotron3_super_120b_a12b": 14}
+# Pipeline schedules a row may name (blank: 1F1B, interleaved where vpp > 1); "interleaved" with a
+# blank vpp: interleaved at the depth that places fastest (runs.place).
+SCHEDULES = {"1f1b": "1f1b", "interleaved": "1f1b", "dualpipe": "dualpipe", "zb_h1": "zb_h1", "zb_v": "zb_v"}
 
 
-def _nvfp4_bf16_share(row: dict, key: str | None, layers: int, recipe_default: float, used: list[str]) -> float:
-    """Share of the layers an NVFP4 row keeps in BF16 (DEFAULTS["nvfp4_bf16_share"]): the first and
-    last layers its notes name (Megatron's ``num_layers_at_start_in_bf16`` / ``..._at_end_...``);
-    else, in Megatron-Core stacks, those of the model's benchmark recipe
-    (MEGATRON_BRIDGE_NVFP4_BF16_END_LAYERS), none for other models (Megatron-Bridge
-    ``bf16_with_nvfp4_mixed``: first_last_layers_bf16 False, every transformer layer quantized);
-    the NVFP4 pre-training recipe's share elsewhere."""
-    notes = str(row.get("notes", ""))
-    named = [int(n) for n in re.findall(r"num_layers_at_(?:start|end)_in_bf16\W*(\d+)", notes)]
-    if named:
-        return min(sum(named) / layers, 1.0)
-    used.append("nvfp4_bf16_share")
-    if not _megatron_core_stack(row):
-        return recipe_default
-    return min(MEGATRON_BRIDGE_NVFP4_BF16_END_LAYERS.get(key, 0) / layers, 1.0)
+def row_schedule(row: dict) -> str:
+    """The layout's pipeline schedule as the row's ``schedule`` cell names it."""
+    cell = row.get("schedule")
+    if _blank(cell):
+        return "1f1b"
+    name = str(cell).strip().lower().replace("-", "_")
+    if name not in SCHEDULES:
+        raise RowError(f"schedule={cell!r} is not one of {', '.join(SCHEDULES)}")
+    return SCHEDULES[name]

@@ -20,7 +20,7 @@ from rich.console import Console
 
 from ..config import ConfigError
 from ..config.resources import why_unwritable
-from ..runs import DEFAULTS, run_validate, runs_path
+from ..runs import DEFAULTS, FLAG_COLUMNS, run_validate, runs_path
 from ..runs.catalog_models import (
     catalog_model,
 )
@@ -72,57 +72,18 @@ def report(df: pd.DataFrame, runs: Path) -> str:
               "runs at the GPU's reference IB rate or the catalog's; a rate above 800 Gbit/s without a NIC count is "
               "the node's total; NVLink, MNNVL, none: the GPU's reference fabric (as blank)",
               "- MLP gated (SwiGLU) or not: whichever parameter count is nearer `params_b`",
-              "- FlashAttention: on for sources from 2023 on, off before",
-              "- Fused attention (`fused_attention`, cuDNN's kernel: at `fused_attn_eff` on Hopper, at the fitted `attn_eff` on Blackwell): on for "
-              "Megatron-Core, NeMo, Nemotron, DGX Cloud (NeMo, MaxText) and Automodel sources from 2024 on; "
-              "FlashAttention-2 otherwise (llm-foundry, torchtitan, PyTorch FSDP)",
-              "- FP8 attention (`fp8_attention`, the core at the catalog's measured bf16 / fp8 ratio, `_attention`): "
-              "off; on where an fp8-recipe row of a fused-attention stack prints `fp8_dot_product_attention` on "
-              "(as a config or `--fp8-dot-product-attention`; Transformer Engine's recipe field `fp8_dpa`)",
-              "- TP/PP communication overlap (`mp_comm_overlap`): on for sources from 2024 on (Megatron-Core "
-              "`--tp-comm-overlap`, `--overlap-p2p-communication`), off before; torchtitan rows only where "
-              "the notes name async TP (DTensor's collectives otherwise run between the GEMMs); off where "
-              "the notes say the overlap paths were disabled",
-              "- Column-parallel backward all-reduces behind the weight-gradient GEMMs (`tp_async_backward`): "
-              "on for sources from 2022 on (Megatron-LM `--async-tensor-model-parallel-allreduce`, in the code "
-              "of Korthikanti et al. 2022), off before and in torchtitan rows without async TP",
-              "- Data-parallel traffic (gradient sync, ZeRO-3 gathers) overlapped with compute (`dp_overlap`): "
-              "off for sources before 2023 (Megatron-LM all-reduced after the backward, Korthikanti et al. "
-              "2022 Sec. 6.3), on from 2023 (PyTorch DDP/FSDP, Megatron-Core `--overlap-grad-reduce`) unless "
-              "the notes say the overlap paths were disabled",
-              "- ZeRO-3 sharding: as the notes name it (`FULL_SHARD` or `HYBRID_SHARD`); else inside a node, "
-              "nodes replicating (FSDP `HYBRID_SHARD`), for sources from 2024 on, and over every "
-              "data-parallel rank (DeepSpeed ZeRO-3) before",
-              "- ZeRO-3 all-gathers per layer (`zero3_collectives_per_layer`): 1 for sources from 2022 on "
-              "(PyTorch FSDP, one flat parameter per layer), before one per weight matrix, 4 (5 with a GLU "
-              "gate), as DeepSpeed ZeRO-3 gathered each partitioned tensor on its own",
-              "- ZeRO-3 gathers again for a recomputed forward (`zero3_regather`): for sources before 2022 "
-              "(DeepSpeed's forward post-hook partitions the weights, the recomputation's pre-hook gathers "
-              "them again), not from 2022 (PyTorch FSDP recomputes inside the gathered layer's backward)",
-              "- Training metrics recomputed from the logits every micro-batch (`metric_loss_passes`): 2 for "
-              "llm-foundry sources (Composer updates MPT's train cross-entropy and perplexity after each "
-              "micro-batch's backward), 0 otherwise",
-              "- Elementwise kernels (`fused_elementwise`): eager PyTorch (unfused RMSNorm, SwiGLU, RoPE; model.eager) "
-              "for torchtitan rows whose notes say compile was off and for the PyTorch FSDP blog's fms-fsdp runs "
-              "(--use_torch_compile=False in its scripts); fused otherwise",
-              "- Bytes per logit at the loss's peak (`logit_bytes`): 12 for torchtitan rows whose loss ran eager "
-              "(PyTorch's cross-entropy on fp32 logits: torch.compile off, or a 2024 commit, when torchtitan did not "
-              "compile its loss), 4 otherwise (Megatron's fused cross-entropy keeps the fp32 logits)",
-              "- Dropout (`dropout`, its masks kept in memory): on for sources before 2023 (Megatron-LM's 0.1 "
-              "default in the GPT-3-era papers, DeepSpeed's Megatron GPT), off from 2023 (LLaMA-era recipes)",
-              "- What selective recompute repeats (`selective_ac`): torchtitan's per-operator policy (`op`: every "
-              "second matmul, the pointwise ops and the SP all-gathers; model.sac) for torchtitan rows unless their "
-              "notes name its layer-level policy; Megatron's attention core (`core_attention`) otherwise",
-              "- Which modules Megatron's selective recompute repeats (`recompute_modules`): those the recompute "
-              "cell lists (`selective:mla_up_proj,mlp`) or names in prose (RMSNorm, MLA up-projection), else "
-              "the notes' `recompute_modules=[...]` or Paxml remat policy (`SAVE_QKV_OUT_PROJ`: norms, attention "
-              "core, MLP; `SAVE_DOT_ONLY`: norms, attention core), else Megatron-Core's default, the attention "
-              "core (`core_attn`)",
-              "- Host launch time per MoE layer (`moe_host_s`): the training preset's, 0 where the notes name a "
-              "full-iteration CUDA graph (`full_iteration`) or CUDA graphs over token-dropping layers (static "
-              "shapes); Transformer Engine graphs over `moe_router` and `moe_preprocess` with the HybridEP "
-              "dispatcher keep the host ahead but for each dispatch's sync (`moe_router_graphed`; the all-to-all "
-              "dispatcher stays launch-bound)"]
+              f"- Software flags ({', '.join(f'`{k}`' for k in FLAG_COLUMNS)}): the row's stack file "
+              "(conf/stack/<stack>.yaml) where the row's cell of the flag is blank; a file without a `stack` "
+              "column takes `stack=` of the command line, else `generic`. The shipped files state what their "
+              "recipes set apart from their stack (scripts/convert_runs.py writes it from their notes)",
+              "- `schedule`: 1F1B, interleaved where vpp > 1; `interleaved` with vpp blank: the fastest depth that "
+              "fits; `dualpipe`, `zb_h1`, `zb_v` as named",
+              "- `recompute_modules` (Megatron's selective recompute): those the recompute cell names "
+              "(`selective:mla_up_proj,mlp`, or in prose: RMSNorm, MLA up-projection), else the "
+              "`recompute_modules` cell, else Megatron-Core's default, the attention core (`core_attn`)",
+              "- `moe_layers_graphed`: CUDA graphs over the MoE layers (a full-iteration graph, or graphs over "
+              "token-dropping layers): no host launch time per MoE layer (`moe_host_s` 0)",
+              "- Hardware apart from the catalog: `gpu_power_limit_w` (a board limit below TDP), `hbm_gb`, `hbm_tbps`"]
     return "\n".join(lines) + "\n"
 
 

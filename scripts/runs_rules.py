@@ -1,16 +1,17 @@
-"""What a row's notes and source say about its software: overlaps, schedules, graphs, FSDP."""
+"""What a row's notes and source say about its software: overlaps, schedules, graphs, FSDP.
+
+The rules ``convert_runs.py`` reads the shipped runs' prose by, once, to write their columns;
+nothing at prediction time reads a note or a source (jctopt.runs reads columns).
+"""
 
 from __future__ import annotations
 
 import re
 
-from .cells import _blank
-from .spellings import (
-    notes_setting,
-    notes_switch,
-    pax_remat,
-    row_gpu,
-)
+from notes_settings import notes_modules, notes_setting, notes_switch, pax_remat  # noqa: F401 (notes_modules: convert_runs)
+
+from jctopt.runs.cells import _blank
+from jctopt.runs.spellings import row_gpu
 
 
 def _moe_dispatch(row) -> tuple[bool, bool, bool]:
@@ -288,7 +289,6 @@ INTERLEAVED_NOTES = re.compile(r"\binterleaved\b", re.IGNORECASE)
 NOT_INTERLEAVED_NOTES = re.compile(r"\b(no|not|without|non)[ -]interleav", re.IGNORECASE)
 
 
-MAX_INTERLEAVING = 16
 
 
 def _interleaving_depth_unstated(row: dict) -> bool:
@@ -302,3 +302,107 @@ def _interleaving_depth_unstated(row: dict) -> bool:
         pipelined = False  # a blank or unreadable pp: row_config says why
     return (pipelined and _blank(row.get("vpp")) and bool(INTERLEAVED_NOTES.search(notes))
             and not NOT_INTERLEAVED_NOTES.search(notes) and not _torchtitan_stack(row))
+
+
+# A board power limit as notes state it: "500 W power limit", "750W power cap", "limited to 750W",
+# "power-capped at 600 W" (watts of three or four digits, a GPU board's range).
+POWER_LIMIT = re.compile(r"\b(\d{3,4}) ?W (?:power )?(?:limit|cap)\b"
+                         r"|\b(?:power[- ]?)?(?:limited|capped) (?:to|at) (\d{3,4}) ?W\b", re.IGNORECASE)
+# The HBM a row's notes state apart from the catalog's: "96GB HBM2e (2.4 TB/s)", as Meta's Grand
+# Teton H100s that torchtitan benchmarks on.
+STATED_HBM = re.compile(r"\b(\d+) ?GB HBM\w*\s*\(([\d.]+) ?TB/s")
+
+
+def stated_hardware(row: dict) -> dict:
+    """The hardware columns the notes state: gpu_power_limit_w (model.power), hbm_gb, hbm_tbps."""
+    notes = str(row.get("notes", ""))
+    cells = {}
+    if m := POWER_LIMIT.search(notes):
+        cells["gpu_power_limit_w"] = float(m.group(1) or m.group(2))
+    if m := STATED_HBM.search(notes):
+        cells["hbm_gb"], cells["hbm_tbps"] = float(m.group(1)), float(m.group(2))
+    return cells
+
+
+def per_gpu_fabric(row: dict) -> str | None:
+    """``inter_node=unknown_<X>gbps`` whose notes say the X Gbit/s is per GPU ("backend RDMA 400
+    Gb/s per GPU"): the same as ``roce<X>``, one RoCE NIC of X per GPU; None otherwise."""
+    m = re.fullmatch(r"unknown_(\d+)gbps", str(row.get("inter_node", "")).strip().lower())
+    if m and re.search(rf"\b{m.group(1)} ?Gb(?:it)?(?:/s|ps) per GPU", str(row.get("notes", "")), re.IGNORECASE):
+        return f"roce{m.group(1)}"
+    return None
+
+
+def legacy_training(row: dict, plain, preset) -> tuple[dict, set[str]]:
+    """(The training flags a row's source year, source name and notes imply, as validate read
+    them before the runs had these columns; those of them the notes name outright).
+    ``plain``: the row's config as the column reader places it without them (its precision,
+    recompute, zero stage, model); ``preset``: the training preset, whose values held where no
+    rule applied."""
+    year = source_year(row)
+    torchtitan = _torchtitan_stack(row)
+    tr, notes = plain.training, str(row.get("notes", ""))
+    fused_attention = year >= 2024 and bool(FUSED_ATTENTION_STACKS.search(_stack_text(row)))
+    mp_overlap, tp_async = _tp_overlap(row, year, torchtitan)
+    megatron_fsdp = tr.zero_stage >= 3 and (_megatron_core_stack(row) or _megatron_fsdp_switch(row))
+    named = _hybrid_shard(row, year)
+    ep_overlap, two_hop, ep_named = _moe_dispatch(row)
+    fused_elementwise = not _eager_elementwise(row)
+    out = {
+        "flash_attention": year >= 2023,
+        "fused_attention": fused_attention,
+        "fp8_attention": bool(fused_attention and tr.precision in ("fp8", "mxfp8", "nvfp4")
+                              and notes_switch(notes, "fp8_dot_product_attention", "fp8_dpa")),
+        "mp_comm_overlap": mp_overlap, "tp_async_backward": tp_async,
+        "megatron_fsdp": megatron_fsdp,
+        "hybrid_shard": named if named is not None else (year >= 2024 and not _fsdp_native(row) and not megatron_fsdp),
+        "zero3_collectives_per_layer": 1 if year >= 2022 else 4 + int(plain.model.glu),
+        "zero3_regather": year < 2022,
+        "dp_overlap": year >= 2023 and not _overlaps_disabled(row),
+        "ep_comm_overlap": ep_overlap, "ep_two_hop": two_hop,
+        "moe_imbalance": _padded_capacity(row) or preset.moe_imbalance,
+        "moe_layers_graphed": _moe_layers_graphed(row),
+        "moe_router_graphed": (not _moe_layers_graphed(row) and _te_scoped_hybridep(notes)) or preset.moe_router_graphed,
+        "offload_layers": _stated_offload_layers(row) or 0,
+        "metric_loss_passes": 2 if "llm-foundry" in str(row.get("source", "")) else 0,
+        "fused_elementwise": fused_elementwise,
+        "logit_bytes": 12.0 if torchtitan and (year < 2025 or not fused_elementwise) else preset.logit_bytes,
+        "dropout": year < 2023,
+        "selective_ac": "op" if tr.recompute == "selective" and _per_op_sac(row, torchtitan) else "core_attention",
+    }
+    if tr.precision == "nvfp4":
+        share = _nvfp4_bf16_share(row, plain.model.n_layers)
+        out["nvfp4_bf16_share"] = preset.nvfp4_bf16_share if share is None else share
+    named = {"hybrid_shard"} if named is not None else set()
+    return out, named | ({"ep_comm_overlap"} if ep_named else set())
+
+
+# Megatron-Bridge's NVFP4 benchmark recipes that keep layers in BF16 (catalog key: last layers):
+# Nemotron 3 Super's (nemotron_3_super_bf16_with_nvfp4_mixed, training/mixed_precision.py
+# @067f987d: first_last_layers_bf16 True, num_layers_at_end_in_bf16 14; perf_recipes/nemotronh
+# common.py _nemotron_3_super_nvfp4_precision uses it on every GPU).
+MEGATRON_BRIDGE_NVFP4_BF16_END_LAYERS = {"nemotron3_super_120b_a12b": 14}
+
+
+def _nvfp4_bf16_share(row: dict, layers: int) -> float | None:
+    """Share of the layers an NVFP4 row keeps in BF16: the first and last layers its notes name
+    (Megatron's ``num_layers_at_start_in_bf16`` / ``..._at_end_...``); else, in Megatron-Core
+    stacks, those of the model's benchmark recipe (MEGATRON_BRIDGE_NVFP4_BF16_END_LAYERS), none
+    for other models (Megatron-Bridge ``bf16_with_nvfp4_mixed``: every transformer layer
+    quantized); None elsewhere (the training preset's share)."""
+    from jctopt.runs.catalog_models import catalog_model
+
+    named = [int(n) for n in re.findall(r"num_layers_at_(?:start|end)_in_bf16\W*(\d+)", str(row.get("notes", "")))]
+    if named:
+        return min(sum(named) / layers, 1.0)
+    if not _megatron_core_stack(row):
+        return None
+    key = catalog_model(row.get("model", ""), row.get("params_b"))
+    return min(MEGATRON_BRIDGE_NVFP4_BF16_END_LAYERS.get(key, 0) / layers, 1.0)
+
+
+def cell_modules(cell) -> list[str]:
+    """The Megatron modules a recompute cell names itself (jctopt.runs.spellings reads them)."""
+    from jctopt.runs.spellings import recompute_modules
+
+    return [] if _blank(cell) else (recompute_modules(cell) or [])
