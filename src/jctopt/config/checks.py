@@ -16,6 +16,9 @@ from .errors import _fail
 from .resources import calibration_record
 
 
+# A stack's kernels at most twice as fast as the catalog's fitted efficiencies (which stay <= 1).
+MAX_KERNEL_EFF = 2.0
+
 def check(cfg: DictConfig, layout: bool = True) -> None:
     """Reject impossible values, naming the key, the value and what is allowed.
 
@@ -30,7 +33,7 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
                     "storage_write_gbps", "storage_read_gbps", "staging_gbps", "power_frac", "pue"],
         **({"layout": ["n_gpus", "tp", "pp", "cp", "ep", "vpp"]} if layout else {}),
         "training": ["global_batch", "micro_batch", "grad_bytes", "grad_compression", "bucket_mparams",
-                     "zero3_collectives_per_layer", "logit_bytes"],
+                     "zero3_collectives_per_layer", "logit_bytes", "kernel_eff"],
         "job": ["tokens", "deadline_days"],
     }
     for group, keys in positive.items():
@@ -62,6 +65,9 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
         value = cfg[group][name]
         if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 1):
             _fail(key, value, f"a finite number >= 1 (1 = {one})")
+    if cfg.training.kernel_eff > MAX_KERNEL_EFF:
+        _fail("training.kernel_eff", cfg.training.kernel_eff, f"a factor in (0, {MAX_KERNEL_EFF:g}] of the catalog's "
+              "kernel efficiencies (1: as the shipped stacks)")
     confidence = cfg.job.confidence
     if not (isinstance(confidence, float) and 0.0 < confidence < 1.0):
         _fail("job.confidence", confidence, "a probability strictly between 0 and 1")

@@ -193,6 +193,10 @@ class TrainingConf:
     precision: str = "bf16"  # bf16 | fp16 | fp8 | mxfp8 | nvfp4 (PRECISION)
     grad_bytes: float = 2.0
     grad_compression: float = 1.0
+    # The share of the catalog's fitted GEMM, attention and HBM efficiencies the stack's kernels
+    # reach (1: as the shipped stacks, to which the catalog is fitted); a calibrated stack's own
+    # (calibrate.stack, fit.stack_fit)
+    kernel_eff: float = 1.0
     overlap_eta: float = 0.9
     zero3_overlap_eta: float = 0.9
     dp_overlap: bool = True  # gradient sync and ZeRO-3 gathers overlapped with compute

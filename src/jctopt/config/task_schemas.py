@@ -111,3 +111,6 @@ class CalibrateConf:
     # itself, conf/: for refitting jctopt's own calibration in a clone; refused for an installed
     # or read-only package).
     target: str = "user"
+    # Calibrate your own software stack instead (tasks.calibrate_stack): its name; the fitted
+    # stack is written to $XDG_CONFIG_HOME/jctopt/stack/<name>.yaml, used as stack=<name>.
+    stack: Optional[str] = None

@@ -95,12 +95,16 @@ def layout_checks(cfg: Config, relaxed: bool = False):
 
 def effective_gpu(cfg: Config):
     """(cfg, precision_ok): stand-in peaks where the GPU lacks the precision asked (masked rows
-    stay finite), and the GEMM efficiencies slowed by a power limit below TDP (model.power); the
-    peaks, and so MFU's denominator, stay the spec's."""
+    stay finite), the kernel efficiencies as the stack reaches them (``kernel_eff``: its share of
+    the catalog's, at most 1 where the catalog's is) and the GEMM efficiencies slowed by a power limit below TDP
+    (model.power); the peaks, and so MFU's denominator, stay the spec's."""
     g, t, c = cfg.gpu, cfg.train, cfg.cluster
     precision_ok = (C.dense_peak_tflops(g, t) > 0) & ((t.mxfp8 <= 0) | (g.mxfp8_gemm_ratio > 0))
     g = g._replace(peak_fp8_tflops=jnp.where(precision_ok, g.peak_fp8_tflops, g.peak_bf16_tflops),
                    peak_fp4_tflops=jnp.where(precision_ok, g.peak_fp4_tflops, g.peak_bf16_tflops))
+    kernel = {k: jnp.minimum(t.kernel_eff * getattr(g, k), jnp.maximum(getattr(g, k), 1.0))
+              for k in ("matmul_eff", "fp8_matmul_eff", "attn_eff", "fused_attn_eff", "mem_eff", "ssd_eff", "ssd_bwd_eff")}
+    g = g._replace(**kernel)
     clock = Pw.clock_ratio(c.gpu_power_limit_w, g.tdp_w)
     g = g._replace(matmul_eff=clock * g.matmul_eff, fp8_matmul_eff=clock * g.fp8_matmul_eff)
     return cfg._replace(gpu=g), precision_ok

@@ -155,6 +155,7 @@ class Training(NamedTuple):
     mxfp8: Array  # 1 = the fp8 GEMMs block-scaled (MXFP8: an E8M0 scale per 32 elements), 0 = per-tensor or blockwise
     grad_bytes: Array  # bytes per gradient element on the wire
     grad_compression: Array  # wire bytes / uncompressed bytes (1 = none)
+    kernel_eff: Array  # the stack's share of the catalog's kernel efficiencies (job.jct.effective_gpu)
     overlap_eta: Array  # fraction of the overlap window that hides DP traffic (DDP buckets, Megatron)
     zero3_overlap_eta: Array  # the same for ZeRO-3's gathers, reduce-scatters and HYBRID_SHARD all-reduce
     megatron_fsdp: Array  # 1 = ZeRO-3 by Megatron-FSDP (prefetched, double-buffered): its own overlap (model.megatron_fsdp)

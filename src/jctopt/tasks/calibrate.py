@@ -53,6 +53,7 @@ from ..fit.launch_fit import fit_moe_host
 from ..job import uncertainty as U
 from ..model.types import stack
 from ..runs import REQUIRED_COLUMNS, place_rows, read_all, run_validate, runs_path
+from . import calibrate_stack
 from ._output import write_parquet, write_text
 
 # Errors reported: catalog (as shipped), fitted, leave-one-source-out, leave-one-die-out.
@@ -275,6 +276,8 @@ def _set_values(path: Path, values: dict, note: str, spec: dict) -> None:
 
 
 def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
+    if cfg.calibrate.get("stack") is not None:
+        return calibrate_stack.main(cfg, run_dir)
     console = Console()
     runs = calibration_runs(cfg)
     target = target_dir(cfg)
