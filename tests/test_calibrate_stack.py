@@ -11,7 +11,7 @@ from jctopt.config import ConfigError
 from jctopt.config.resources import validation_file
 from jctopt.fit.stack_fit import STACK_PARAMS, fit_stack, step_times
 from jctopt.model.types import stack as stack_configs
-from jctopt.runs import place_rows
+from jctopt.runs import log_rows, place_rows
 from jctopt.tasks import calibrate_stack
 
 # Dense Megatron-era runs at 8-3072 GPUs of runs_dev.csv, as a user's file: no stack column.
@@ -91,3 +91,50 @@ def test_kernel_efficiency_scales_the_compute(config):
     assert 1.9 < ratio <= 2.0
     with pytest.raises(ConfigError, match=r"training.kernel_eff=3.0 is not allowed"):
         config("training.kernel_eff=3.0")
+
+
+LLAMA_8B = {"model": "Llama 3 8B", "gpu": "h100_sxm", "precision": "bf16", "num_gpus": 8, "tp": 1, "pp": 1, "dp": 8,
+            "global_batch": 64, "seq_len": 8192, "recompute": "none", "zero_stage": 3}
+
+
+def write_log(tmp_path, name: str, text: str, settings: dict = LLAMA_8B):
+    (tmp_path / f"{name}.yaml").write_text(OmegaConf.to_yaml(settings))
+    path = tmp_path / f"{name}.log"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("name, text, step_s", [
+    # Megatron-LM's training_log: the median after the first two (compiling) iterations.
+    ("megatron", "\n".join(f" iteration {i}/ 100 | consumed samples: {64 * i} | elapsed time per iteration (ms): {ms} |"
+                           for i, ms in enumerate([9000.0, 4100.0, 4000.0, 4020.0, 3980.0], 1)), 4.0),
+    # DeepSpeed's ThroughputTimer, samples/s over every rank: 64 sequences / 16 per s.
+    ("deepspeed", "\n".join(f"[Rank 0] epoch=0/micro_step={s}/global_step={s}, RunningAvgSamplesPerSec=15.9, "
+                           f"CurrSamplesPerSec={v}, MemAllocated=20GB" for s, v in ((10, 8.0), (20, 16.0), (30, 16.0))), 4.0),
+    # Hugging Face Trainer's closing metrics.
+    ("hf", "{'train_runtime': 400.0, 'train_samples_per_second': 32.0, 'train_steps_per_second': 0.5}", 2.0),
+])
+def test_logs_become_rows_with_their_measured_step(tmp_path, name, text, step_s):
+    row = log_rows([str(write_log(tmp_path, name, text))]).iloc[0]
+    assert row.measured_iter_time_s == pytest.approx(step_s, rel=1e-9) and row.gpu == "h100_sxm"
+    assert row.id == name and row.source.endswith(f"{name}.log")
+
+
+def test_a_torchtitan_log_gives_its_step_through_the_placed_batch(compose, tmp_path):
+    """torchtitan logs tokens/s per GPU ("tps: 5,120"): 64 x 8192 tokens over 8 GPUs at 5,120 each
+    is 12.8 s a step once the row is placed."""
+    text = "\n".join(f"step: {s}  loss: 7.1  memory: 60.2GiB(76%)  tps: {tps}  tflops: 250  mfu: 25%"
+                     for s, tps in ((1, "1,000"), (2, "4,000"), (3, "5,120"), (4, "5,100"), (5, "5,140")))
+    table = log_rows([str(write_log(tmp_path, "titan", text, dict(LLAMA_8B, stack="torchtitan")))])
+    rows, index, _ = place_rows(compose("task=validate"), table)
+    assert index == [0] and rows[0]["measured_iter_time_s"] == pytest.approx(64 * 8192 / (8 * 5120), rel=1e-9)
+    assert "measured_iter_time_s" in rows[0]["defaults_used"] and rows[0]["stack"] == "torchtitan"
+
+
+def test_a_log_without_a_step_line_or_settings_is_named(tmp_path):
+    with pytest.raises(ConfigError, match=r"calibrate.logs: .*quiet.log has no line jctopt reads a step time from"):
+        log_rows([str(write_log(tmp_path, "quiet", "loss 7.1\nloss 7.0\n"))])
+    alone = tmp_path / "alone.log"
+    alone.write_text("elapsed time per iteration (ms): 100.0")
+    with pytest.raises(ConfigError, match=r"alone.log needs its run's settings in .*alone.yaml"):
+        log_rows([str(alone)])

@@ -103,6 +103,9 @@ class CalibrateConf:
     # The runs to fit: paths or shipped file names; None: tasks.calibrate.CALIBRATION_RUNS
     # (runs_dev.csv, runs_dev2.csv).
     runs: Optional[list[str]] = None
+    # Training logs to fit as well (runs.logs): Megatron-LM/NeMo, torchtitan, DeepSpeed or HF
+    # Trainer logs, each with its run's settings in a YAML of the same stem.
+    logs: Optional[list[str]] = None
     # Write the fitted values (gpu/*.yaml, training/*.yaml and the record calibration.yaml, all
     # or none) into the user's config directory, $XDG_CONFIG_HOME/jctopt (~/.config/jctopt),
     # which later runs read ahead of the shipped catalog.

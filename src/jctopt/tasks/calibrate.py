@@ -52,7 +52,7 @@ from ..fit.catalogs import TRAINING_PRESETS, apply, carry_over, record_text, set
 from ..fit.launch_fit import fit_moe_host
 from ..job import uncertainty as U
 from ..model.types import stack
-from ..runs import REQUIRED_COLUMNS, place_rows, read_all, run_validate, runs_path
+from ..runs import REQUIRED_COLUMNS, check_unique_ids, log_rows, place_rows, read_all, run_validate, runs_path
 from . import calibrate_stack
 from ._output import write_parquet, write_text
 
@@ -71,6 +71,8 @@ def calibration_runs(cfg: DictConfig) -> list[Path]:
     """``calibrate.runs`` resolved (paths or shipped names), CALIBRATION_RUNS where unset; an
     empty list is a ConfigError (it would otherwise mean the shipped runs)."""
     runs = cfg.calibrate.runs
+    if runs is None and cfg.calibrate.get("logs"):
+        return []  # the logs' runs only
     if runs is not None and len(runs) == 0:
         raise ConfigError("calibrate.runs=[] is not allowed: name at least one runs CSV (a path or a shipped "
                           f"file's name), or leave calibrate.runs unset for {', '.join(CALIBRATION_RUNS)}")
@@ -79,13 +81,17 @@ def calibration_runs(cfg: DictConfig) -> list[Path]:
 
 def shipped_runs(runs: list[Path]) -> bool:
     """Whether every runs file is one shipped with the package (the shipped calibration's data)."""
-    return all(r.resolve().parent == VALIDATION_DIR.resolve() for r in runs)
+    return bool(runs) and all(r.resolve().parent == VALIDATION_DIR.resolve() for r in runs)
 
 
-def read_calibration_runs(runs: Path | list[Path]) -> pd.DataFrame:
-    """The rows of every runs file, one table (``runs.read_all``, with a ``source`` column);
-    row ids must not repeat, within or across the files, and every row names its source."""
-    table = read_all([runs] if isinstance(runs, Path) else list(runs), "calibrate.runs", CALIBRATION_COLUMNS)
+def read_calibration_runs(runs: Path | list[Path], logs: list[str] | None = None) -> pd.DataFrame:
+    """The rows of every runs file and log (``runs.read_all``, ``runs.logs``: with a ``source``
+    column), one table; row ids must not repeat, within or across the files, and every row names
+    its source."""
+    runs = [runs] if isinstance(runs, Path) else list(runs)
+    tables = ([read_all(runs, "calibrate.runs", CALIBRATION_COLUMNS)] if runs else []) + ([log_rows(logs)] if logs else [])
+    table = pd.concat(tables, ignore_index=True)
+    check_unique_ids(table, "calibrate.runs and calibrate.logs are not allowed")
     blank = table.id[table.source.isna() | (table.source.astype(str).str.strip() == "")].tolist()
     if blank:
         raise ConfigError(f"calibrate.runs: rows {blank[:5]} have a blank source (each source weighs the same in "
@@ -93,14 +99,15 @@ def read_calibration_runs(runs: Path | list[Path]) -> pd.DataFrame:
     return table
 
 
-def problem_from_runs(cfg: DictConfig, runs: Path | list[Path]) -> tuple[Cal.Problem, pd.DataFrame]:
+def problem_from_runs(cfg: DictConfig, runs: Path | list[Path], logs: list[str] | None = None
+                      ) -> tuple[Cal.Problem, pd.DataFrame]:
     """The rows to fit (placed, with a measured step time) and their records.
 
     A row that left part of its configuration to the model's fastest choice (``chosen_by_speed``:
     a split, an interleaving depth, offloading) is not fitted: its reading depends on the values
     being fitted, always in the fast direction, and a fit to it would slow every other row to
     make up for a configuration the run may not have had. ``validate`` still predicts it."""
-    rows, index, configs = place_rows(cfg, read_calibration_runs(runs))
+    rows, index, configs = place_rows(cfg, read_calibration_runs(runs, logs))
     if not index:
         reasons = "; ".join(f"{r['id']}: {r.get('reason')}" for r in rows[:3])
         raise ConfigError(f"calibrate.runs={[str(r) for r in np.atleast_1d(runs)]}: no row can be placed ({reasons})")
@@ -153,7 +160,7 @@ def spec_values() -> dict:
 def run_calibrate(cfg: DictConfig, runs: Path | list[Path], loso: bool = True) -> tuple[dict, pd.DataFrame]:
     """(fitted values for every catalog GPU, per-row table with catalog (as shipped), fitted
     and leave-one-source-out errors)."""
-    problem, records = problem_from_runs(cfg, runs)
+    problem, records = problem_from_runs(cfg, runs, cfg.calibrate.get("logs"))
     spec = spec_values()
     missing = sorted(set(catalog_gpus()) - set(spec["gpu"]))
     if missing:
@@ -286,7 +293,8 @@ def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
     console.print(table.round(1).to_string())
     errors = {k: {"median": float(records[f"{k}_abs_pct_error"].median()),
                   "p90": float(records[f"{k}_abs_pct_error"].quantile(0.9))} for k in KINDS}
-    meta = {"data": [r.name for r in runs], "sha256": [hashlib.sha256(r.read_bytes()).hexdigest() for r in runs],
+    data = [*runs, *(Path(p) for p in cfg.calibrate.get("logs") or [])]
+    meta = {"data": [r.name for r in data], "sha256": [hashlib.sha256(r.read_bytes()).hexdigest() for r in data],
             "date": datetime.date.today().isoformat(), "rows": int(len(records)), "abs_pct_error": errors}
     doc = {"calibration": meta, **fitted, "model_error": model_error(records)}
     if shipped_runs(runs):

@@ -26,7 +26,7 @@ from ..config.resources import CONF_DIR, user_config_dir, why_unwritable
 from ..fit import calibrate as Cal
 from ..fit.stack_fit import STACK_PARAMS, fit_stack, step_times
 from ..model.types import stack as stack_configs
-from ..runs import DEFAULT_STACK, place_rows, read_all, runs_path
+from ..runs import DEFAULT_STACK, log_rows, place_rows, read_all, runs_path
 from ._output import write_parquet, write_text
 
 NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
@@ -55,17 +55,20 @@ def stack_path(name: str) -> Path:
 
 
 def user_runs(cfg: DictConfig) -> list[Path]:
-    """``calibrate.runs``, which calibrate.stack needs (no default: the shipped runs are not yours)."""
-    if cfg.calibrate.runs is None or len(cfg.calibrate.runs) == 0:
+    """``calibrate.runs``, which calibrate.stack needs unless it has ``calibrate.logs`` (no
+    default: the shipped runs are not yours)."""
+    if not cfg.calibrate.runs and not cfg.calibrate.get("logs"):
         raise ConfigError("calibrate.stack needs your runs: calibrate.runs=[PATH.csv, ...] (the columns of "
-                          "runs_dev.csv; each row a measured step time)")
-    return [runs_path(r, "calibrate.runs") for r in cfg.calibrate.runs]
+                          "runs_dev.csv; each row a measured step time) or calibrate.logs=[PATH.log, ...]")
+    return [runs_path(r, "calibrate.runs") for r in cfg.calibrate.runs or []]
 
 
 def placed_runs(cfg: DictConfig, runs: list[Path]):
     """(records, batched configs, measured step times, weights) of the rows with a stated
     configuration and a measured step time; each source weighs the same where rows name one."""
-    rows, index, configs = place_rows(cfg, read_all(runs, "calibrate.runs"))
+    logs = cfg.calibrate.get("logs")
+    tables = ([read_all(runs, "calibrate.runs")] if runs else []) + ([log_rows(logs)] if logs else [])
+    rows, index, configs = place_rows(cfg, pd.concat(tables, ignore_index=True))
     records = pd.DataFrame([rows[i] for i in index])
     measured = pd.to_numeric(records.get("measured_iter_time_s"), errors="coerce").to_numpy(float)
     keep = np.flatnonzero(np.isfinite(measured) & (measured > 0) & ~records.chosen_by_speed.to_numpy(bool))
@@ -114,7 +117,8 @@ def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
     for kind in ("prior", "fitted"):
         records[f"{kind}_abs_pct_error"] = 100.0 * np.abs(records[f"{kind}_s"] / measured - 1.0)
     write_parquet(records, run_dir / "calibrate_stack.parquet")
-    write_text(path, stack_text(name, base, fit, records, [str(r) for r in cfg.calibrate.runs]))
+    write_text(path, stack_text(name, base, fit, records, [str(r) for r in [*(cfg.calibrate.runs or []),
+                                                                         *(cfg.calibrate.get("logs") or [])]]))
     for p in STACK_PARAMS:
         what = "fitted" if p in fit.fitted else f"kept ({fit.held[p]})"
         console.print(f"{p}: {prior[p]:.4g} -> {fit.values[p]:.4g} {what}")
