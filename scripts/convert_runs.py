@@ -28,6 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import runs_rules as rules  # noqa: E402
+
 from jctopt.config import PRECISION  # noqa: E402
 from jctopt.config.catalog import compose, load_option  # noqa: E402
 from jctopt.runs.catalog_models import catalog_model, hybrid_layers  # noqa: E402

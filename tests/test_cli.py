@@ -4,6 +4,8 @@ import json
 import subprocess
 import sys
 
+import numpy as np
+import pandas as pd
 import pytest
 
 
@@ -38,3 +40,34 @@ def test_bad_values_stop_with_a_message(tmp_path, override, needle):
     out = _run("task=estimate", override, f"hydra.run.dir={tmp_path}/run", cwd=tmp_path)
     assert out.returncode != 0
     assert needle in out.stderr
+
+
+def test_piped_output_prints_whole_lines_and_counts_without_a_point(capsys):
+    """Not on a terminal (a pipe, a file), a task's table is not cut at 80 columns; GPU counts
+    and degrees print as integers (128 GPUs, TP2 PP4), however the column stores them."""
+    from rich.table import Table
+
+    from jctopt.tasks._output import count, layout_label, output_console
+
+    table = Table("configuration", "cost (USD)")
+    table.add_row("x" * 120, "43,230,117")
+    output_console().print(table)
+    out = capsys.readouterr().out
+    assert "43,230,117" in out and "x" * 120 in out and "\u2026" not in out
+    row = pd.Series({"tp": 2.0, "pp": 4.0, "cp": 1.0, "ep": 1.0, "dp": 16.0, "vpp": 1.0, "micro_batch": 1.0,
+                     "n_micro": 8.0, "schedule": "1f1b"})
+    assert layout_label(row) == "TP2 PP4 DP16, mb 1 x 8" and count(128.0) == "128" and count(0.5) == "0.5"
+
+
+def test_procure_says_a_gpu_cannot_run_the_precision_asked(compose):
+    """A GPU type whose tensor cores run none of the space's precisions is not 'unable to meet the
+    deadline': the verdict says what it cannot run, and what it runs."""
+    from jctopt.config import load_option
+    from jctopt.tasks.procure import unsupported_precisions, verdict
+
+    cfg = compose("task=procure", "space.precision=[mxfp8]")
+    why = unsupported_precisions(cfg, load_option("gpu", "h100_sxm"))
+    assert why == "it cannot run mxfp8 (its tensor cores run bf16 | fp16 | fp8)"
+    assert unsupported_precisions(cfg, load_option("gpu", "b200")) is None
+    df = pd.DataFrame([{"gpu": "h100_sxm", "meets_deadline": False, "winner": False, "days": np.nan, "why_none": why}])
+    assert verdict(df, 30.0) == f"nothing in the space runs: h100_sxm: {why} (space.precision)"

@@ -1,11 +1,11 @@
 """Eager PyTorch elementwise traffic (model.eager) against hand counts, and which rows validate runs eager."""
 
 import pytest
+import runs_rules
 
 from jctopt.model import compute as C
 from jctopt.model import eager as Ea
 from jctopt.model import flops as Fl
-import runs_rules
 
 
 def _llama3_8b(config, *extra):

@@ -10,8 +10,6 @@ import jctopt
 from jctopt import ConfigError
 from jctopt.config.resources import validation_file
 from jctopt.model import compute as C
-from jctopt.runs import place as runs_place
-from jctopt.runs import row as runs_row
 
 # NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training/results @3929da2, causal, non-deterministic
 # backward: (forward + backward ms in bf16, the same in fp8) at s = 4096 and 8192.

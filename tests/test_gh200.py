@@ -6,7 +6,6 @@ import pytest
 
 from jctopt.config import ConfigError, to_config
 from jctopt.job.jct import estimate
-from jctopt.runs import row as runs_row
 
 # Llama 3 8B on 16 nodes, data parallelism with the distributed optimizer.
 RUN = ("model=llama3_8b", "layout.n_gpus=64", "layout.tp=1", "layout.pp=1", "training.micro_batch=1",

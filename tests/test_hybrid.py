@@ -12,7 +12,6 @@ from jctopt.model import compute as C
 from jctopt.model import flops as Fl
 from jctopt.model import hybrid as Hy
 from jctopt.model import mamba as Mb
-from jctopt.runs import place as runs_place
 from jctopt.runs import read as runs_read
 
 

@@ -5,14 +5,13 @@ import jax.numpy as jnp
 import pandas as pd
 import prose
 import pytest
+import runs_rules
 
 import jctopt
 from jctopt.config.resources import validation_file
 from jctopt.job.jct import Reason
 from jctopt.model import memory as Mem
-import runs_rules
 from jctopt.runs import place as runs_place
-from jctopt.runs import row as runs_row
 
 
 def _llama70b(config, gpu, *extra):

@@ -5,15 +5,14 @@ of width 2048, one shared expert)."""
 
 import numpy as np
 import prose
-import runs_rules
 import pytest
+import runs_rules
 
 import jctopt
 from jctopt.config import ConfigError
 from jctopt.model import compute as C
 from jctopt.model import memory as Mem
 from jctopt.model import recompute_modules as Rm
-from jctopt.runs import row as runs_row
 from jctopt.runs.spellings import RowError, recompute_modules
 
 GBS, SEQ = 1024, 4096

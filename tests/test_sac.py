@@ -11,7 +11,6 @@ from jctopt.model import flops as Fl
 from jctopt.model import memory as Mem
 from jctopt.model import recompute_modules as Rm
 from jctopt.model import sac as Sac
-from jctopt.runs import row as runs_row
 
 
 def _llama3_8b(config, *extra):

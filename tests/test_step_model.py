@@ -11,7 +11,6 @@ from jctopt.model import comm as K
 from jctopt.model import compute as C
 from jctopt.model import memory as Mem
 from jctopt.runs import read as runs_read
-from jctopt.runs import row as runs_row
 
 # GPT-3 175B (s = 2048, h = 12288) on the default layout: tp 8, pp 16, dp 8 (conf/layout/gpt3_175b_1024.yaml).
 S, H = 2048, 12288

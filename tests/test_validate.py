@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import pandas as pd
 import prose
 import pytest
+import runs_rules
 
 import jctopt
 from jctopt import ConfigError
@@ -15,11 +16,9 @@ from jctopt.config import RECOMPUTE, to_config
 from jctopt.config.resources import VALIDATION_DIR, validation_file
 from jctopt.job.jct import Reason
 from jctopt.runs import cells as runs_cells
-import runs_rules
 from jctopt.runs import place as runs_place
 from jctopt.runs import predict as runs_predict
 from jctopt.runs import read as runs_read
-from jctopt.runs import row as runs_row
 from jctopt.runs.catalog_models import catalog_model, hybrid_mamba
 from jctopt.runs.spellings import RowError, recompute_mode, row_gpu, row_precision
 from jctopt.tasks import validate

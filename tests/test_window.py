@@ -8,7 +8,6 @@ from jctopt import ConfigError
 from jctopt.model import attention as A
 from jctopt.model import compute as C
 from jctopt.model import window as W
-from jctopt.runs import row as runs_row
 
 
 @pytest.mark.parametrize("window, seq, keys", [

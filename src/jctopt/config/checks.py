@@ -15,7 +15,6 @@ from .choices import PRECISION, RECOMPUTE, SELECTIVE_AC, is_mxfp8, runs_precisio
 from .errors import _fail
 from .resources import calibration_record
 
-
 # A stack's kernels at most twice as fast as the catalog's fitted efficiencies (which stay <= 1).
 MAX_KERNEL_EFF = 2.0
 

@@ -20,8 +20,8 @@ from .catalog_models import (
     sliding_window,
 )
 from .cells import _blank, _global_batch, _glu, _int, _split_from_dp
-from .defaults import FABRICS, REFERENCE_FABRIC, SPELLED_FABRIC, VOCAB
 from .columns import apply_flags, apply_stack, flag, row_stack
+from .defaults import FABRICS, REFERENCE_FABRIC, SPELLED_FABRIC, VOCAB
 from .hardware import _ib_fabric, _rack_node, _stated_hardware
 from .spellings import (
     MAX_NIC_GBIT,

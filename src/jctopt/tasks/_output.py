@@ -5,20 +5,37 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from rich.console import Console
 
 LAYOUT_COLUMNS = ["gpu", "fabric", "n_gpus", "tp", "pp", "cp", "ep", "etp", "vpp", "schedule", "dp", "micro_batch",
                   "n_micro", "global_batch", "recompute", "zero_stage", "precision", "ckpt_policy"]
 
 
+def count(x) -> str:
+    """A count as people write it: 128, not 128.0 (a float column of whole numbers)."""
+    return str(int(x)) if float(x).is_integer() else f"{float(x):g}"
+
+
 def layout_label(r) -> str:
-    return (f"TP{r.tp} PP{r.pp}" + (f" CP{r.cp}" if r.cp > 1 else "") + (f" EP{r.ep}" if r.ep > 1 else "")
-            + f" DP{r.dp}" + (f" v{r.vpp}" if r.vpp > 1 else "")
+    return (f"TP{count(r.tp)} PP{count(r.pp)}" + (f" CP{count(r.cp)}" if r.cp > 1 else "")
+            + (f" EP{count(r.ep)}" if r.ep > 1 else "") + f" DP{count(r.dp)}" + (f" v{count(r.vpp)}" if r.vpp > 1 else "")
             + (f" {r.schedule}" if getattr(r, "schedule", "1f1b") != "1f1b" else "")
-            + f", mb {r.micro_batch} x {r.n_micro}")
+            + f", mb {count(r.micro_batch)} x {count(r.n_micro)}")
+
+
+# Piped or redirected output is not cut to a terminal's width: tables and lines print whole.
+PIPED_WIDTH = 1000
+
+
+def output_console() -> Console:
+    """The console a task prints its answer on: the terminal's width on a terminal; piped or
+    redirected (no terminal to fit), whole lines (rich would cut them at 80 columns)."""
+    return Console() if sys.stdout.isatty() else Console(width=PIPED_WIDTH, soft_wrap=True)
 
 
 def json_row(r: pd.Series) -> dict:

@@ -52,9 +52,17 @@ from ..fit.catalogs import TRAINING_PRESETS, apply, carry_over, record_text, set
 from ..fit.launch_fit import fit_moe_host
 from ..job import uncertainty as U
 from ..model.types import stack
-from ..runs import REQUIRED_COLUMNS, check_unique_ids, log_rows, place_rows, read_all, run_validate, runs_path
+from ..runs import (
+    REQUIRED_COLUMNS,
+    check_unique_ids,
+    log_rows,
+    place_rows,
+    read_all,
+    run_validate,
+    runs_path,
+)
 from . import calibrate_stack
-from ._output import write_parquet, write_text
+from ._output import output_console, write_parquet, write_text
 
 # Errors reported: catalog (as shipped), fitted, leave-one-source-out, leave-one-die-out.
 KINDS = ("catalog", "fitted", "loso", "lodo")
@@ -285,7 +293,7 @@ def _set_values(path: Path, values: dict, note: str, spec: dict) -> None:
 def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
     if cfg.calibrate.get("stack") is not None:
         return calibrate_stack.main(cfg, run_dir)
-    console = Console()
+    console = output_console()
     runs = calibration_runs(cfg)
     target = target_dir(cfg)
     fitted, records = run_calibrate(cfg, runs)

@@ -19,7 +19,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
-from rich.console import Console
 
 from ..config import ConfigError, load_option
 from ..config.resources import CONF_DIR, user_config_dir, why_unwritable
@@ -27,7 +26,7 @@ from ..fit import calibrate as Cal
 from ..fit.stack_fit import STACK_PARAMS, fit_stack, step_times
 from ..model.types import stack as stack_configs
 from ..runs import DEFAULT_STACK, log_rows, place_rows, read_all, runs_path
-from ._output import write_parquet, write_text
+from ._output import output_console, write_parquet, write_text
 
 NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
@@ -100,7 +99,7 @@ def stack_text(name: str, base: str, fit, records: pd.DataFrame, runs: list[str]
 
 
 def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
-    console = Console()
+    console = output_console()
     name = stack_name(cfg)
     runs = user_runs(cfg)
     path = stack_path(name)

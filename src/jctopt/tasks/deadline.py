@@ -21,14 +21,21 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from omegaconf import DictConfig
-from rich.console import Console
 
 from ..config import ConfigError
 from ..job import uncertainty as U
 from ..job.risk import error_basis, log_quantiles, with_job_risk
 from ..search.grid import catalog, configured, search
 from ..search.space import int_axis
-from ._output import json_row, layout_label, pyplot, save_plot, write_parquet, write_text
+from ._output import (
+    json_row,
+    layout_label,
+    output_console,
+    pyplot,
+    save_plot,
+    write_parquet,
+    write_text,
+)
 
 
 def frontier(cfg: DictConfig) -> pd.DataFrame:
@@ -152,7 +159,7 @@ def plot(front: pd.DataFrame, answer: dict, path: Path) -> Path:
 
 
 def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
-    console = Console()
+    console = output_console()
     front, answer = run_deadline(cfg)
     d = answer["deadline_days"]
     console.print(f"[bold]{cfg.model.name}[/bold], {cfg.job.tokens:.3g} tokens, deadline {d:g} days, "

@@ -15,7 +15,7 @@ from ..config import to_config
 from ..job.diagnosis import diagnose
 from ..job.jct import Reason, estimate
 from ..job.risk import with_job_risk
-from ._output import write_text
+from ._output import output_console, write_text
 
 STEP_ROWS = [
     ("compute_s", "compute (fwd + bwd + recompute, slowest stage)"),
@@ -59,7 +59,7 @@ def _fmt_s(x: float) -> str:
 
 
 def print_estimate(cfg: DictConfig, r: dict, console: Console | None = None) -> None:
-    console = console or Console()
+    console = console or output_console()
     lay = cfg.layout
     title = (f"{cfg.model.name} on {lay.n_gpus} x {cfg.gpu.name} + {cfg.fabric.name}: "
              f"TP {lay.tp} PP {lay.pp} CP {lay.cp} EP {lay.ep} DP {r['dp']:g} (vpp {lay.vpp}, {lay.schedule})")
@@ -125,5 +125,5 @@ def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
     out["config"] = OmegaConf.to_container(cfg, resolve=True)
     path = run_dir / "estimate.json"
     write_text(path, json.dumps(out, indent=2, default=float))
-    Console().print(f"wrote {path}")
+    output_console().print(f"wrote {path}")
     return df

@@ -17,13 +17,12 @@ from pathlib import Path
 
 import pandas as pd
 from omegaconf import DictConfig
-from rich.console import Console
 from rich.table import Table
 
 from ..config import ConfigError, to_config
 from ..job.jct import Reason, estimate
 from ..search import gradient as G
-from ._output import pyplot, save_plot, write_parquet, write_text
+from ._output import output_console, pyplot, save_plot, write_parquet, write_text
 
 
 def run_gradient(cfg: DictConfig) -> tuple[dict, pd.DataFrame]:
@@ -82,7 +81,7 @@ def plot(sens: pd.DataFrame, path: Path, top: int = 15) -> Path:
 
 
 def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
-    console = Console()
+    console = output_console()
     out, sens = run_gradient(cfg)
     lay = cfg.layout
     console.print(f"[bold]{cfg.model.name}[/bold] on {lay.n_gpus} x {cfg.gpu.name} + {cfg.fabric.name}, TP {lay.tp} "

@@ -50,6 +50,7 @@ from ..search.space import (
     schedule_axis,
 )
 from ..search.tables import catalog_arrays, ckpt_arrays, recompute_tables, with_choices
+from ._output import output_console
 
 # The batched model as later runs call it: loaded from the cache directory, untraced (config.cache).
 BATCH = ExportedKernel(estimate_batch, "estimate_batch")
@@ -169,7 +170,7 @@ def _sqlite_pragmas(connection, _record) -> None:
 
 def run_optimize(cfg: DictConfig, console: Console | None = None) -> tuple[optuna.Study, pd.DataFrame]:
     """Run (or resume) the study to ``optimize.n_trials`` trials; (study, all trials)."""
-    console = console or Console()
+    console = console or output_console()
     o = cfg.optimize
     if o.mode not in ("single", "multi"):
         raise ConfigError(f"optimize.mode={o.mode!r} is not allowed: single | multi")
@@ -374,7 +375,7 @@ def best_feasible(df: pd.DataFrame, deadline_s: float) -> pd.DataFrame:
 
 
 def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
-    console = Console()
+    console = output_console()
     try:
         study, df = run_optimize(cfg, console)
     except KeyboardInterrupt as err:  # SIGINT, or SIGTERM (Interrupted): exit 128 + the signal's number

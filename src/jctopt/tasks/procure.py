@@ -15,16 +15,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from omegaconf import DictConfig
-from rich.console import Console
 from rich.table import Table
 
-from ..config import ConfigError, as_dict, load_option
+from ..config import PRECISION, ConfigError, as_dict, load_option, runs_precision
 from ..job.risk import p_cheaper, with_job_risk
 from ..search.grid import configured, search
 from ._output import (
     LAYOUT_COLUMNS,
+    count,
     json_row,
     layout_label,
+    output_console,
     pyplot,
     save_plot,
     write_parquet,
@@ -61,8 +62,10 @@ def run_procure(cfg: DictConfig) -> pd.DataFrame:
         meets = not hit.empty
         pick = hit if meets else fastest[fastest.gpu == gpu]
         if pick.empty:
-            price = overrides.get(gpu, {}).get("price_per_gpu_hour", load_option("gpu", gpu).price_per_gpu_hour)
-            rows.append({"gpu": gpu, "meets_deadline": False, "price_per_gpu_hour": price})
+            spec = load_option("gpu", gpu)
+            price = overrides.get(gpu, {}).get("price_per_gpu_hour", spec.price_per_gpu_hour)
+            rows.append({"gpu": gpu, "meets_deadline": False, "price_per_gpu_hour": price,
+                         "why_none": unsupported_precisions(cfg, spec)})
             continue
         r = pick.iloc[0].to_dict()
         r.update(meets_deadline=meets, days=r["jct_s"] / 86400.0,
@@ -101,15 +104,29 @@ def run_procure(cfg: DictConfig) -> pd.DataFrame:
                                                     for _, o in df[df.meets_deadline & ~df.winner].iterrows())
     keep = ["gpu", "meets_deadline", "winner"] + [c for c in LAYOUT_COLUMNS if c in df and c != "gpu"] + \
         [c for c in OUTPUT_COLUMNS + RISK_COLUMNS if c in df] + ["break_even_price_per_gpu_hour", "price_ratio_flip",
-                                                                "p_winner_cheaper"]
+                                                                "p_winner_cheaper"] + \
+        (["why_none"] if "why_none" in df else [])
     df = df[keep]
     df.attrs["confidence"] = float(cfg.job.confidence)
     return df
 
 
+def unsupported_precisions(cfg: DictConfig, spec) -> str | None:
+    """Why a GPU type runs nothing of the space where that is its precision: none of the space's
+    precisions is one its tensor cores run (config.choices.runs_precision); else None."""
+    asked = list(cfg.space.get("precision") or [cfg.training.precision])
+    if any(runs_precision(spec, p) for p in asked if p in PRECISION):
+        return None
+    runs = " | ".join(p for p in PRECISION if runs_precision(spec, p))
+    return f"it cannot run {' or '.join(map(str, asked))} (its tensor cores run {runs})"
+
+
 def verdict(df: pd.DataFrame, deadline_days: float) -> str:
     ok = df[df.meets_deadline]
     if not np.isfinite(df.days.to_numpy(float)).any():
+        why = [f"{o.gpu}: {o.why_none}" for _, o in df.iterrows() if isinstance(o.get("why_none"), str)]
+        if len(why) == len(df):
+            return "nothing in the space runs: " + "; ".join(why) + " (space.precision)"
         return (f"nothing in the space runs this model on {', '.join(df.gpu)}: every configuration is masked "
                 "(it does not fit in memory, or no layout divides); widen space.n_gpus or the layout axes, or see "
                 "`jctopt task=sweep` for each configuration's reason")
@@ -117,7 +134,7 @@ def verdict(df: pd.DataFrame, deadline_days: float) -> str:
         return (f"no GPU type meets the {deadline_days:g}-day deadline within the space; see "
                 "`jctopt task=deadline` for what it would take")
     w = df[df.winner].iloc[0]
-    text = f"{w.gpu} is the cheaper buy: ${w.cost_usd:,.0f} in {w.days:.1f} days on {w.n_gpus} GPUs."
+    text = f"{w.gpu} is the cheaper buy: ${w.cost_usd:,.0f} in {w.days:.1f} days on {count(w.n_gpus)} GPUs."
     for _, o in ok[~ok.winner].iterrows():
         text += (f" {o.gpu} (${o.cost_usd:,.0f}, {o.days:.1f} days) would win at a price below "
                  f"${o.break_even_price_per_gpu_hour:.2f}/GPU-h (now ${o.price_per_gpu_hour:.2f}, "
@@ -130,6 +147,9 @@ def verdict(df: pd.DataFrame, deadline_days: float) -> str:
                 f"below the {confidence:.0%} asked (job.confidence)")
         text += f" Across the model's step-time error (calibrate's left-out runs, per GPU type): {sure}."
     for _, o in df[~df.meets_deadline].iterrows():
+        if isinstance(o.get("why_none"), str):
+            text += f" {o.gpu}: {o.why_none}."
+            continue
         text += f" {o.gpu} cannot meet the deadline within the space"
         text += f" (fastest {o.days:.1f} days)." if "days" in o and np.isfinite(o.days) else "."
     return text
@@ -142,7 +162,7 @@ def plot(df: pd.DataFrame, deadline_days: float, path: Path) -> Path:
     colors = ["tab:green" if m else "tab:gray" for m in has.meets_deadline]
     ax1.bar(has.gpu, has.cost_usd / 1e6, color=colors)
     for i, (_, r) in enumerate(has.iterrows()):
-        ax1.annotate(f"{r.days:.1f} d\n{r.n_gpus} GPUs", (i, r.cost_usd / 1e6), ha="center", va="bottom", fontsize=8)
+        ax1.annotate(f"{r.days:.1f} d\n{count(r.n_gpus)} GPUs", (i, r.cost_usd / 1e6), ha="center", va="bottom", fontsize=8)
     ax1.set_ylabel("cost (M$)")
     ax1.margins(y=0.25)
     ax1.set_title(f"cheapest configuration meeting {deadline_days:g} days\n(grey: misses it; fastest shown)")
@@ -167,7 +187,7 @@ def plot(df: pd.DataFrame, deadline_days: float, path: Path) -> Path:
 
 
 def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
-    console = Console()
+    console = output_console()
     df = run_procure(cfg)
     deadline = float(cfg.job.deadline_days)
     console.print(f"[bold]{cfg.model.name}[/bold], {cfg.job.tokens:.3g} tokens, deadline {deadline:g} days, "
@@ -179,7 +199,7 @@ def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
         if not np.isfinite(r.get("days", np.nan)):
             table.add_row(r.gpu, "no", *["-"] * 7)
             continue
-        table.add_row(r.gpu + (" *" if r.winner else ""), "yes" if r.meets_deadline else "no", str(r.n_gpus),
+        table.add_row(r.gpu + (" *" if r.winner else ""), "yes" if r.meets_deadline else "no", count(r.n_gpus),
                       f"{r.fabric} {layout_label(r)}", f"{r.days:.1f}", f"{r.cost_usd:,.0f}",
                       f"{r.price_per_gpu_hour:.2f}", f"{r.energy_kwh / 1e3:,.0f} ({r.energy_usd:,.0f})", f"{r.mfu:.0%}")
     console.print(table)

@@ -37,6 +37,7 @@ from ..config.resources import why_unwritable
 from ..job.jct import Reason
 from ..job.risk import with_job_risk, with_step_interval
 from ..search.engine import build, chunks_for_process, reduce_rows
+from ._output import output_console
 
 REDUCTIONS = ("top_k", "pareto", "best_per_group")
 # Settings that change how a sweep runs but not what it computes (excluded from the fingerprint).
@@ -152,7 +153,7 @@ def run_sweep(cfg: DictConfig, out: Path, *, process: tuple[int, int] = (0, 1), 
 
     ``process=(index, count)``: this process takes every count-th chunk (several hosts).
     ``stop_after``: stop after that many chunks, as an interruption would (for tests)."""
-    console = console or Console()
+    console = console or output_console()
     sw = cfg.sweep
     space, engine = build(cfg, devices)
     d = SweepDir(Path(out), sw.keep)
@@ -278,7 +279,7 @@ def _print_summary(console: Console, d: SweepDir, objective: str) -> None:
 
 
 def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
-    console = Console()
+    console = output_console()
     sw = cfg.sweep
     process = (0, 1)
     if sw.distributed:

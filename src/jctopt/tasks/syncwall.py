@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from omegaconf import DictConfig
-from rich.console import Console
 from rich.table import Table
 
 from ..config import ConfigError, to_config
@@ -25,7 +24,7 @@ from ..model import flops as Fl
 from ..model import hybrid as Hy
 from ..search.grid import configured, search
 from ..search.space import int_axis
-from ._output import pyplot, save_plot, write_parquet
+from ._output import output_console, pyplot, save_plot, write_parquet
 
 CURVE = ["family", "gpu", "fabric"]
 PURE_DP = dict(space__tp=[1], space__pp=[1], space__cp=[1], space__ep=[1], space__vpp=[1])
@@ -137,7 +136,7 @@ def _days(seconds: float) -> str:
 
 
 def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
-    console = Console()
+    console = output_console()
     points, summary = run_syncwall(cfg)
     if points.empty:
         console.print(f"[red]nothing fits: no configuration of {cfg.model.name} runs at syncwall.n_gpus="

@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from omegaconf import DictConfig
-from rich.console import Console
 
 from ..config import ConfigError
 from ..config.resources import why_unwritable
@@ -24,7 +23,7 @@ from ..runs import DEFAULTS, FLAG_COLUMNS, run_validate, runs_path
 from ..runs.catalog_models import (
     catalog_model,
 )
-from ._output import pyplot, save_plot, write_parquet, write_text
+from ._output import output_console, pyplot, save_plot, write_parquet, write_text
 
 
 def summary(df: pd.DataFrame) -> pd.DataFrame:
@@ -131,7 +130,7 @@ def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
                           f"both a prediction and a measured step time); each row's reason is in "
                           f"{run_dir / 'validate.md'} (\"Rows not placed\") and the reason column of {out}")
     plot(df, run_dir / "validate.png")
-    console = Console()
+    console = output_console()
     s = summary(df)
     console.print(s.round(1).to_string())
     console.print(f"wrote {out}, {run_dir / 'validate.md'}")
