@@ -32,7 +32,6 @@ import optuna
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 from optuna.trial import TrialState
-from rich.console import Console
 from rich.progress import Progress
 
 from ..config import PRECISION, ConfigError, is_mxfp8, to_config
@@ -50,7 +49,7 @@ from ..search.space import (
     schedule_axis,
 )
 from ..search.tables import catalog_arrays, ckpt_arrays, recompute_tables, with_choices
-from ._output import output_console
+from ._output import Console, output_console
 
 # The batched model as later runs call it: loaded from the cache directory, untraced (config.cache).
 BATCH = ExportedKernel(estimate_batch, "estimate_batch")
