@@ -3,9 +3,21 @@
 from __future__ import annotations
 
 from ..model import recompute_modules
+from ..model.memory import ZERO_SHARD
 from .errors import _fail
 
 RECOMPUTE = {"none": 0.0, "selective": 1.0, "full": 2.0}
+
+
+def zero_shard_code(value) -> float:
+    """Layout.zero_shard of ``layout.zero_shard``: stack | node | all (model.memory.ZERO_SHARD), or
+    a positive number of data-parallel ranks."""
+    text = str(value).strip().lower()
+    if text in ZERO_SHARD:
+        return ZERO_SHARD[text]
+    if text.isdigit() and int(text) >= 1:
+        return float(int(text))
+    _fail("layout.zero_shard", value, "stack | node | all | a number of data-parallel ranks >= 1")
 
 
 SELECTIVE_AC = {"core_attention": 0.0, "op": 1.0}  # -> Training.selective_op

@@ -8,7 +8,7 @@ from omegaconf import DictConfig, OmegaConf
 from ..model import recompute_modules, schedules
 from ..model.types import ClusterSpec, Config, FabricSpec, GPUSpec, Job, Layout, ModelSpec, Training
 from .checks import check, layer_counts
-from .choices import PRECISION, RECOMPUTE, SELECTIVE_AC, is_mxfp8
+from .choices import PRECISION, RECOMPUTE, SELECTIVE_AC, is_mxfp8, zero_shard_code
 
 
 def _floats(cls, values: dict):
@@ -40,6 +40,7 @@ def to_config(cfg: DictConfig, layout: bool = True) -> Config:
         fabric=_floats(FabricSpec, c["fabric"]),
         cluster=_floats(ClusterSpec, dict(c["cluster"], gpu_power_limit_w=c["cluster"]["gpu_power_limit_w"] or 0.0)),
         layout=_floats(Layout, dict(c["layout"], etp=c["layout"].get("etp") or c["layout"]["tp"],
-                                    schedule=schedules.SCHEDULES[c["layout"].get("schedule", "1f1b")])),
+                                    schedule=schedules.SCHEDULES[c["layout"].get("schedule", "1f1b")],
+                                    zero_shard=zero_shard_code(c["layout"].get("zero_shard", "stack")))),
         train=_floats(Training, training), job=_floats(Job, job),
     )

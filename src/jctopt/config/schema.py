@@ -163,6 +163,9 @@ class LayoutConf:
     vpp: int = 1
     etp: Optional[int] = None  # expert tensor parallel; None = tp (no MoE parallel folding)
     schedule: str = "1f1b"  # pipeline schedule: 1f1b (interleaved when vpp > 1) | zb_h1 | zb_v | dualpipe
+    # Ranks ZeRO/FSDP shard over (model.memory.shard_groups): stack (node for ZeRO-3 where the stack
+    # sets hybrid_shard, else all) | node | all | N data-parallel ranks (dividing dp x cp)
+    zero_shard: str = "stack"
 
 
 @dataclass

@@ -89,7 +89,8 @@ def layout_checks(cfg: Config, relaxed: bool = False):
           & _is_int(t.seq_len / lay.cp) & _is_int(m.n_experts / lay.ep) & _is_int(lay.tp / lay.etp)
           & _is_int(E.expert_data_parallel(lay, dp))
           & ((lay.vpp == 1.0) | (lay.pp > 1.0)) & S.valid(lay.schedule, lay.pp, lay.vpp)
-          & S.enough_micro_batches(lay.schedule, lay.pp, n_micro))
+          & S.enough_micro_batches(lay.schedule, lay.pp, n_micro)
+          & ((lay.zero_shard < 1.0) | _is_int(dp * lay.cp / lay.zero_shard)))  # N-rank shard groups tile dp x cp
     return ok, dp, n_micro
 
 

@@ -142,15 +142,25 @@ def module_bytes_not_kept(m: ModelSpec, t: Training, rc, tokens, low, sp_div, tp
                      + per_width * (rc.mlp * dense + rc.moe * (routed + shared) + rc.shared_experts * shared) / tp)
 
 
+# layout.zero_shard codes; a positive code is that many data-parallel ranks.
+ZERO_SHARD = {"stack": 0.0, "node": -1.0, "all": -2.0}
+
+
 def shard_groups(lay: Layout, t: Training, dp, gpus_per_node):
-    """(dense, expert) ranks over which ZeRO shards its state: the data-parallel group dp*cp,
-    experts the expert-data-parallel group tp*cp*dp/(etp*ep). ZeRO-3 with ``hybrid_shard`` shards only
-    over the data-parallel ranks inside one node (ranks are ordered tp, cp, dp, so a node holds
-    gpus_per_node/tp of them) and every node is a replica (PyTorch FSDP HYBRID_SHARD,
-    Zhao et al. 2023, arXiv:2304.11277, Sec. 3.2)."""
+    """(dense, expert) ranks over which ZeRO shards its state. ``layout.zero_shard``: all = the
+    data-parallel group dp*cp; node = its ranks inside one node (ranks are ordered tp, cp, dp, so a
+    node holds gpus_per_node/tp of them), every node a replica (PyTorch FSDP HYBRID_SHARD, Zhao et
+    al. 2023, arXiv:2304.11277, Sec. 3.2; ZeRO++ hpZ, Wang et al. 2023, arXiv:2306.10209, Sec. 3.2;
+    InternEvo's hierarchical ZeRO, Chen et al. 2024, arXiv:2401.09149); N = groups of N ranks;
+    stack = node for ZeRO-3 where the stack's ``hybrid_shard`` says so, else all. Experts shard over
+    their share of it (the expert-data-parallel group tp*cp*dp/(etp*ep) when all)."""
     full = dp * lay.cp
     in_node = jnp.clip(gpus_per_node / lay.tp, 1.0, full)
-    dense = jnp.where((t.hybrid_shard > 0) & (t.zero_stage >= 3), in_node, full)
+    stack_group = jnp.where((t.hybrid_shard > 0) & (t.zero_stage >= 3), in_node, full)
+    code = lay.zero_shard
+    dense = jnp.where(code == ZERO_SHARD["stack"], stack_group,
+                      jnp.where(code == ZERO_SHARD["node"], in_node,
+                                jnp.where(code == ZERO_SHARD["all"], full, jnp.clip(code, 1.0, full))))
     return dense, jnp.maximum(dense * lay.tp / (lay.etp * lay.ep), 1.0)
 
 

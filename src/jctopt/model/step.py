@@ -268,20 +268,31 @@ def dp_overlap_eta(cfg: Config):
 
 def data_parallel(cfg: Config, st: Stage, dp) -> Term:
     """The gradient sync, once per step, all-reduced across the replicas: whole with DDP and
-    ZeRO-1/2, the node's shard with ZeRO-3 HYBRID_SHARD, not at all with plain ZeRO-3 (its
-    reduce-scatter per micro-batch, ``zero3``, leaves each shard summed on its owner). Dense
-    parameters over dp x cp, experts over the expert-data-parallel group."""
+    ZeRO-1/2 sharded over every rank, the shard with ZeRO-3 over a sub-group (HYBRID_SHARD), not
+    at all with plain ZeRO-3 (its reduce-scatter per micro-batch, ``zero3``, leaves each shard
+    summed on its owner). ZeRO-1/2 over a sub-group of S ranks (``layout.zero_shard``) reduce-
+    scatters inside it, all-reduces each 1/S shard across the replicas and all-gathers the updated
+    parameters inside it (ZeRO++ hpZ, arXiv:2306.10209 Sec. 3.2; InternEvo, arXiv:2401.09149): the
+    reduce-scatter and the all-gather move a ring all-reduce's bytes over the group (Thakur et al.
+    2005), so the sub-group costs one all-reduce there. Dense parameters over dp x cp, experts over
+    the expert-data-parallel group."""
     g, f, c, lay, t = cfg.gpu, cfg.fabric, cfg.cluster, cfg.layout, cfg.train
     mem = st.mem
     dense, expert = mem.dense_params, mem.expert_params
     wire = t.grad_bytes * t.grad_compression
-    z3 = jnp.where(t.zero_stage >= 3, 1.0, 0.0)
+    z3 = t.zero_stage >= 3
+    zero12 = (t.zero_stage >= 1) & ~z3
+    dense_group = dp * lay.cp
     edp_group = jnp.maximum(E.expert_data_parallel(lay, dp), 1.0)  # replicas of one expert shard
-    shard_d = jnp.where(z3 > 0, mem.shard_dense, 1.0)
-    shard_e = jnp.where(z3 > 0, mem.shard_expert, 1.0)
-    grad_sync = (K.all_reduce(wire * dense / shard_d, dp * lay.cp / shard_d, lay.tp * shard_d, g, f, c)
-                 + st.moe * K.all_reduce(wire * expert / shard_e, edp_group / shard_e,
-                                         E.edp_stride(lay) * shard_e, g, f, c))
+
+    def sync(nbytes, group, shard, stride):
+        sub = zero12 & (shard < group * (1.0 - 1e-9))  # ZeRO-1/2 over a strict sub-group
+        replica = jnp.where(z3 | sub, shard, 1.0)  # across replicas: 1/S of the bytes, group/S ranks S apart
+        across = K.all_reduce(nbytes / replica, group / replica, stride * replica, g, f, c)
+        return across + jnp.where(sub, K.all_reduce(nbytes, shard, stride, g, f, c), 0.0)
+
+    grad_sync = (sync(wire * dense, dense_group, mem.shard_dense, lay.tp)
+                 + st.moe * sync(wire * expert, edp_group, mem.shard_expert, E.edp_stride(lay)))
     # DDP buckets: the last bucket cannot overlap; the rest hides behind the last backward.
     last_bucket = jnp.minimum(1e6 * t.bucket_mparams / (dense + expert), 1.0) * grad_sync
     backward_window = 2.0 / 3.0 * st.compute_s

@@ -125,6 +125,7 @@ class Layout(NamedTuple):
     vpp: Array  # virtual (interleaved) stages per pipeline rank
     etp: Array  # expert tensor parallel: ranks splitting each expert; tp without MoE parallel folding
     schedule: Array  # pipeline schedule code (model.schedules.SCHEDULES: 1f1b, zb_h1, zb_v, dualpipe)
+    zero_shard: Array  # ZeRO shard group (model.memory.ZERO_SHARD): the stack's, a node, all, or N data-parallel ranks
 
 
 class Training(NamedTuple):

@@ -149,7 +149,7 @@ def _decode(dec: Decoding, local, rows: Rows, tables: Tables, base: Config):
     cfg = with_choices(
         base, jax.tree.map(lambda a: a[gi], tables.gpu), jax.tree.map(lambda a: a[fi], tables.fabric),
         Layout(n_gpus=n, tp=s["tp"], pp=s["pp"], cp=s["cp"], ep=s["ep"], vpp=s["vpp"], etp=s["etp"],
-               schedule=s["schedule"]),
+               schedule=s["schedule"], zero_shard=base.layout.zero_shard),
         global_batch=global_batch, micro_batch=s["micro_batch"], recompute=tables.recompute[digits["recompute"]],
         zero_stage=tables.zero_stage[digits["zero_stage"]], low_precision=tables.low_precision[digits["precision"]],
         mxfp8=tables.mxfp8[digits["precision"]],

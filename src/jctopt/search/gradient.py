@@ -26,7 +26,7 @@ DISCRETE = {
     "gpu": {"nvls", "nvlink_domain"},
     "fabric": {"rdma", "sharp"},
     "cluster": {"gpus_per_node", "nics_per_node", "rail_optimized", "switch_radix"},
-    "layout": {"n_gpus", "tp", "pp", "cp", "ep", "vpp", "etp", "schedule"},
+    "layout": {"n_gpus", "tp", "pp", "cp", "ep", "vpp", "etp", "schedule", "zero_shard"},
     "train": {"recompute", "zero_stage", "seq_parallel", "flash_attention", "fused_attention", "fp8_attention", "low_precision", "micro_batch", "global_batch"},
     "job": {"ckpt_auto", "ckpt_async"},
 }

@@ -101,7 +101,7 @@ class Evaluator:
         cfg = with_choices(
             batch, jax.tree.map(lambda a: a[gi], self.gpu), jax.tree.map(lambda a: a[fi], self.fabric),
             Layout(*(f(col[k]) for k in ("n_gpus", "tp", "pp", "cp", "ep", "vpp")), f(etp),
-                   f([SCHEDULES[x] for x in col["schedule"]])),
+                   f([SCHEDULES[x] for x in col["schedule"]]), batch.layout.zero_shard),
             global_batch=f(gb), micro_batch=f(col["micro_batch"]), recompute=self.recompute[ri],
             zero_stage=f(col["zero_stage"]), low_precision=f([PRECISION[p] for p in col["precision"]]),
             mxfp8=f([is_mxfp8(p) for p in col["precision"]]),
