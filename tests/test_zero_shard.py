@@ -7,11 +7,12 @@ import jctopt
 from jctopt.config import ConfigError
 from jctopt.job.jct import Reason
 from jctopt.model import comm as K
+from jctopt.search.grid import search
 
 
 def _llama8b(config, *extra, n_gpus=64, stage=1):
     """Llama 3 8B data-parallel over 64 H100 (8 nodes of 8), ZeRO-``stage``, tp = pp = 1."""
-    return config("model=llama3_8b", "gpu=h100_sxm", "layout.n_gpus=%d" % n_gpus, "layout.tp=1", "layout.pp=1",
+    return config("model=llama3_8b", "gpu=h100_sxm", f"layout.n_gpus={n_gpus}", "layout.tp=1", "layout.pp=1",
                   f"training.zero_stage={stage}", "training.global_batch=128", "training.micro_batch=1",
                   "training.recompute=none", *extra)
 
@@ -76,3 +77,23 @@ def test_a_shard_group_that_does_not_tile_dp_is_masked(config):
         cfg = _llama8b(config, n_gpus=8)  # dp = 8: groups of 16 ranks do not tile it
         est = jctopt.estimate(cfg._replace(layout=cfg.layout._replace(zero_shard=cfg.layout.zero_shard * 0 + shard)))
         assert (int(est.reason) != Reason.LAYOUT) == tiles, shard
+
+
+def test_a_sweep_over_shard_groups_matches_estimate(compose, config):
+    """space.zero_shard is an axis: each swept configuration's step time is estimate's for the same
+    layout.zero_shard, and a group of 16 ranks masks the layouts whose dp x cp it does not tile."""
+    overrides = ("model=llama3_8b", "gpu=h100_sxm", "fabric=ib_ndr400", "training.global_batch=128",
+                 "training.recompute=full", "space.gpu=[h100_sxm]", "space.fabric=[ib_ndr400]", "space.n_gpus=[16,32]", "space.tp=[1]", "space.pp=[1]", "space.cp=[1]",
+                 "space.ep=[1]", "space.vpp=[1]", "space.micro_batch=[1]", "space.zero_stage=[1]",
+                 "space.precision=[bf16]", "space.recompute=[full]", "space.ckpt_interval_s=[optimal]",
+                 "space.zero_shard=[all,node,32]")
+    df = search(compose(*overrides), "all")
+    assert len(df) == 6 and set(df.zero_shard) == {"all", "node", "32"}
+    for row in df.itertuples():
+        if row.zero_shard == "32" and row.n_gpus == 16:
+            assert row.reason == "LAYOUT"
+            continue
+        one = jctopt.estimate(config(*overrides[:5], f"layout.n_gpus={row.n_gpus}", "layout.tp=1", "layout.pp=1",
+                                     "training.micro_batch=1", "training.zero_stage=1", "training.precision=bf16",
+                                     f"layout.zero_shard={row.zero_shard}"))
+        assert row.step_s == pytest.approx(float(one.step_s), rel=1e-5), row  # the sweep runs float32

@@ -11,6 +11,7 @@ from .choices import (
     is_mxfp8,
     recompute_choice,
     runs_precision,
+    zero_shard_code,
 )
 from .errors import ConfigError
 from .pytree import to_config
@@ -20,4 +21,5 @@ __all__ = [
     "PEAK_OF_PRECISION", "PRECISION", "RECOMPUTE", "SELECTIVE_AC", "AppConf", "ConfigError", "as_dict",
     "catalog_names", "check", "check_layout", "compose", "is_mxfp8", "layer_counts", "load_option",
     "node_sizes", "recompute_choice", "register_configs", "runs_precision", "to_config", "unknown_keys",
+    "zero_shard_code",
 ]

@@ -30,6 +30,7 @@ class SpaceConf:
     accum: Any = None  # None: global batch fixed at training.global_batch, accumulation solved
     recompute: list[str] = MISSING  # none | selective | full
     zero_stage: list[int] = MISSING
+    zero_shard: list[str] = field(default_factory=lambda: ["stack"])  # layout.zero_shard choices
     precision: list[str] = MISSING  # bf16 | fp16 | fp8
     ckpt_interval_s: list[Any] = MISSING  # seconds, or "optimal" (Daly, per configuration)
     # Per-GPU catalog values to replace, e.g. {h100_sxm: {price_per_gpu_hour: 2.1}} (your quote).

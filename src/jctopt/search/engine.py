@@ -30,6 +30,7 @@ from ..config import (
     ConfigError,
     is_mxfp8,
     to_config,
+    zero_shard_code,
 )
 from ..config.cache import ExportedKernel
 from ..job.jct import Estimate, Reason, estimate
@@ -56,6 +57,7 @@ class Tables(NamedTuple):
     recompute: jax.Array
     recompute_modules: jax.Array  # (n_recompute, len(model.recompute_modules.MODULES)) module flags
     zero_stage: jax.Array
+    zero_shard: jax.Array  # (n_shard_groups,) layout.zero_shard codes (config.choices.zero_shard_code)
     ckpt_auto: jax.Array  # 1 = Daly optimum
     ckpt_s: jax.Array
     global_batch: jax.Array  # () sequences, used when the space fixes the global batch
@@ -149,7 +151,7 @@ def _decode(dec: Decoding, local, rows: Rows, tables: Tables, base: Config):
     cfg = with_choices(
         base, jax.tree.map(lambda a: a[gi], tables.gpu), jax.tree.map(lambda a: a[fi], tables.fabric),
         Layout(n_gpus=n, tp=s["tp"], pp=s["pp"], cp=s["cp"], ep=s["ep"], vpp=s["vpp"], etp=s["etp"],
-               schedule=s["schedule"], zero_shard=base.layout.zero_shard),
+               schedule=s["schedule"], zero_shard=tables.zero_shard[digits["zero_shard"]]),
         global_batch=global_batch, micro_batch=s["micro_batch"], recompute=tables.recompute[digits["recompute"]],
         zero_stage=tables.zero_stage[digits["zero_stage"]], low_precision=tables.low_precision[digits["precision"]],
         mxfp8=tables.mxfp8[digits["precision"]],
@@ -276,6 +278,7 @@ class Engine:
             mxfp8=jnp.asarray([is_mxfp8(p) for p in inner["precision"]], f),
             recompute=recompute, recompute_modules=recompute_modules,
             zero_stage=jnp.asarray(inner["zero_stage"], f),
+            zero_shard=jnp.asarray([zero_shard_code(v) for v in inner["zero_shard"]], f),
             ckpt_auto=ckpt_auto, ckpt_s=ckpt_s,
             global_batch=jnp.asarray(space.global_batch or 0, f),
         )
@@ -348,7 +351,7 @@ class Engine:
             index = {k: np.zeros(0, np.int64) for k in ("n_gpus", "split") + INNER_AXES}
             est = Estimate(*([np.zeros(0)] * len(Estimate._fields)))
         ix = {k: np.asarray(v)[:n] for k, v in index.items()}
-        for axis in ("gpu", "fabric", "precision", "recompute"):
+        for axis in ("gpu", "fabric", "precision", "recompute", "zero_shard"):
             cols[axis] = pd.Categorical.from_codes(ix[axis], categories=sp.inner[axis])
         cols["n_gpus"] = sp.n_gpus[ix["n_gpus"]]
         for k in SPLIT_AXES:

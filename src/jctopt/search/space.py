@@ -34,10 +34,11 @@ from ..config import (
     load_option,
     node_sizes,
     recompute_choice,
+    zero_shard_code,
 )
 from ..model import pipeline, schedules
 
-INNER_AXES = ("gpu", "fabric", "precision", "recompute", "zero_stage", "ckpt_interval_s")
+INNER_AXES = ("gpu", "fabric", "precision", "recompute", "zero_stage", "zero_shard", "ckpt_interval_s")
 SPLIT_AXES = ("tp", "pp", "cp", "ep", "etp", "vpp", "schedule", "micro_batch", "accum")
 DIVISOR_OF = {"tp": "n_heads", "pp": "n_layers", "cp": "seq_len", "ep": "n_experts"}
 MAX_SPLITS = 2**26  # per-model split combinations before filtering; beyond this, narrow the space
@@ -124,6 +125,19 @@ def _choices(key: str, values: Any, allowed: Mapping | tuple) -> list:
     if len(set(values)) != len(values):
         raise ConfigError(f"space.{key}={values!r} is not allowed: entries must be unique")
     return values
+
+
+def zero_shard_choices(values: Any) -> list[str]:
+    """``space.zero_shard``: layout.zero_shard values (stack | node | all | N ranks), as typed; a
+    group that does not tile a layout's dp x cp masks that layout (job.jct.layout_checks)."""
+    names = [str(v).strip().lower() for v in ([values] if isinstance(values, (str, int)) else values)]
+    for v in names:
+        try:
+            zero_shard_code(v)
+        except ConfigError:
+            raise ConfigError(f"space.zero_shard entry {v!r} is not allowed: stack | node | all | "
+                              "a number of data-parallel ranks >= 1") from None
+    return _choices("zero_shard", names, tuple(dict.fromkeys(names)))
 
 
 def _recompute_choices(values: Any, model: DictConfig) -> list[str]:
@@ -263,6 +277,7 @@ def build_space(space: DictConfig, model: DictConfig, global_batch: int, gpus_pe
         "precision": _choices("precision", space.precision, tuple(PRECISION)),
         "recompute": _recompute_choices(space.recompute, model),
         "zero_stage": _choices("zero_stage", space.zero_stage, (0, 1, 2, 3)),
+        "zero_shard": zero_shard_choices(space.get("zero_shard") or ["stack"]),
         "ckpt_interval_s": ckpt_values(space.ckpt_interval_s),
     }
     proto = Space(space.name, n_gpus, splits, int(global_batch) if fixed else None, inner,

@@ -34,7 +34,7 @@ from omegaconf import DictConfig, OmegaConf
 from optuna.trial import TrialState
 from rich.progress import Progress
 
-from ..config import PRECISION, ConfigError, is_mxfp8, to_config
+from ..config import PRECISION, ConfigError, is_mxfp8, to_config, zero_shard_code
 from ..config.cache import ExportedKernel
 from ..job.jct import Reason, estimate_batch
 from ..model.schedules import SCHEDULES
@@ -60,8 +60,7 @@ INT_AXES = ("n_gpus", "tp", "pp", "cp", "ep", "vpp", "micro_batch")
 def search_axes(cfg: DictConfig) -> dict[str, list]:
     """The categorical choices of every axis of ``cfg.space``."""
     s = cfg.space
-    dims = {"n_heads": cfg.model.n_heads, "n_layers": cfg.model.n_layers, "seq_len": cfg.model.seq_len,
-            "n_experts": cfg.model.n_experts}
+    dims = {k: cfg.model[k] for k in ("n_heads", "n_layers", "seq_len", "n_experts")}
     axes = {"gpu": list(s.gpu), "fabric": list(s.fabric)}
     axes.update({k: int_axis(k, s[k], dims).tolist() for k in INT_AXES})
     axes["etp"] = etp_axis(s.get("etp", "tp")).tolist()  # 0: as tp
@@ -69,6 +68,7 @@ def search_axes(cfg: DictConfig) -> dict[str, list]:
     if s.accum is not None:
         axes["accum"] = int_axis("accum", s.accum).tolist()
     axes.update(recompute=list(s.recompute), zero_stage=list(s.zero_stage), precision=list(s.precision),
+                zero_shard=[str(v).strip().lower() for v in s.get("zero_shard") or ["stack"]],  # checked by build_space
                 ckpt_interval_s=[OPTIMAL if math.isnan(v) else v for v in ckpt_values(s.ckpt_interval_s)])
     return axes
 
@@ -101,7 +101,7 @@ class Evaluator:
         cfg = with_choices(
             batch, jax.tree.map(lambda a: a[gi], self.gpu), jax.tree.map(lambda a: a[fi], self.fabric),
             Layout(*(f(col[k]) for k in ("n_gpus", "tp", "pp", "cp", "ep", "vpp")), f(etp),
-                   f([SCHEDULES[x] for x in col["schedule"]]), batch.layout.zero_shard),
+                   f([SCHEDULES[x] for x in col["schedule"]]), f([zero_shard_code(x) for x in col["zero_shard"]])),
             global_batch=f(gb), micro_batch=f(col["micro_batch"]), recompute=self.recompute[ri],
             zero_stage=f(col["zero_stage"]), low_precision=f([PRECISION[p] for p in col["precision"]]),
             mxfp8=f([is_mxfp8(p) for p in col["precision"]]),
