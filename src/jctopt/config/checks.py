@@ -158,11 +158,11 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
         # A design space with space.accum sets its own global batches; otherwise it is this one.
         _fail("job.tokens", cfg.job.tokens, f"at least one step, training.global_batch x model.seq_len = "
               f"{tr.global_batch} x {m.seq_len} = {tr.global_batch * m.seq_len:,} tokens")
-    shard = zero_shard_code(lay.get("zero_shard", "stack"))  # every search shards the same way
     if layout:
         check_layout(m.n_heads, m.n_layers, m.seq_len, m.n_experts, lay.n_gpus, lay.tp, lay.pp,
                      lay.cp, lay.ep, lay.vpp, tr.global_batch, tr.micro_batch, lay.etp, lay.schedule,
                      mamba_groups=m.mamba_groups if layer_counts(m)["mamba_layers"] else None)
+        shard = zero_shard_code(lay.get("zero_shard", "stack"))
         dp_ranks = lay.n_gpus // (lay.tp * lay.pp * lay.cp) * lay.cp
         if shard >= 1 and dp_ranks % int(shard):
             _fail("layout.zero_shard", lay.zero_shard, f"a divisor of dp x cp = {dp_ranks} (or stack | node | all)")

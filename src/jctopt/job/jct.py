@@ -90,7 +90,7 @@ def layout_checks(cfg: Config, relaxed: bool = False):
           & _is_int(E.expert_data_parallel(lay, dp))
           & ((lay.vpp == 1.0) | (lay.pp > 1.0)) & S.valid(lay.schedule, lay.pp, lay.vpp)
           & S.enough_micro_batches(lay.schedule, lay.pp, n_micro)
-          & ((lay.zero_shard < 1.0) | _is_int(dp * lay.cp / lay.zero_shard)))  # N-rank shard groups tile dp x cp
+          & ((lay.zero_shard < 1.0) | _is_int(dp * lay.cp / jnp.maximum(lay.zero_shard, 1.0))))  # N-rank groups tile dp x cp
     return ok, dp, n_micro
 
 

@@ -1,13 +1,12 @@
 """`jctopt task=optimize`: an Optuna study over the design space, in process.
 
 Trials are asked in batches of ``optimize.batch_size``, evaluated in one call of the jitted,
-vmapped model, and told back (Optuna's ask-and-tell). ``mode=single`` minimises cost subject
-to expected JCT <= ``job.deadline_days`` (TPE with ``constraints_func``); ``mode=multi`` finds
-the cost-days Pareto set (NSGA-II). Configurations the model masks (a layout that does not
-divide, out of memory, ...) are infeasible trials: their constraint is violated and the
-objective carries a penalty far above any real cost, so the sampler learns to avoid them
-(constraints are given with ``Trial.set_constraint``, Optuna 5's successor of ``constraints_func``),
-while ``trials.parquet`` records the model's real outputs and reason.
+vmapped model, and told back (Optuna's ask-and-tell). ``mode=single`` minimises cost subject to
+expected JCT <= ``job.deadline_days`` (TPE, each trial's constraint set with ``Trial.set_constraint``,
+Optuna 5's successor of ``constraints_func``); ``mode=multi`` finds the cost-days Pareto set (NSGA-II).
+Configurations the model masks (a layout that does not divide, out of memory, ...) are infeasible
+trials: their constraint is violated and the objective carries a penalty far above any real cost, so
+the sampler learns to avoid them, while ``trials.parquet`` records the model's real outputs and reason.
 
 The study lives in ``optimize.storage`` (SQLite by default, so an interrupted study resumes;
 any RDB URL, or ``journal:PATH`` for Optuna's journal file, which several worker processes
@@ -47,6 +46,7 @@ from ..search.space import (
     gpu_overrides,
     int_axis,
     schedule_axis,
+    zero_shard_choices,
 )
 from ..search.tables import catalog_arrays, ckpt_arrays, recompute_tables, with_choices
 from ._output import Console, output_console
@@ -68,7 +68,7 @@ def search_axes(cfg: DictConfig) -> dict[str, list]:
     if s.accum is not None:
         axes["accum"] = int_axis("accum", s.accum).tolist()
     axes.update(recompute=list(s.recompute), zero_stage=list(s.zero_stage), precision=list(s.precision),
-                zero_shard=[str(v).strip().lower() for v in s.get("zero_shard") or ["stack"]],  # checked by build_space
+                zero_shard=zero_shard_choices(s.get("zero_shard") or ["stack"]),
                 ckpt_interval_s=[OPTIMAL if math.isnan(v) else v for v in ckpt_values(s.ckpt_interval_s)])
     return axes
 
