@@ -5,6 +5,7 @@ import re
 import subprocess
 import sys
 
+import optuna
 import pytest
 
 import jctopt
@@ -142,6 +143,26 @@ def test_optimize_storage_that_cannot_hold_the_study_names_the_forms(compose, ur
     with pytest.raises(jctopt.ConfigError, match=rf"^optimize\.storage='{re.escape(url)}' is not allowed: .*({message})"):
         optimize.run_optimize(compose("task=optimize", f"optimize.storage={url}", "optimize.n_trials=4",
                                       "optimize.progress=false"))
+
+
+@pytest.mark.parametrize("form, kind", [("journal:", "an Optuna journal"), ("sqlite:///", "an SQLite database")])
+def test_a_users_own_file_as_storage_is_refused_untouched(compose, tmp_path, form, kind):
+    from jctopt.tasks import optimize
+
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my cluster notes\n")
+    with pytest.raises(jctopt.ConfigError, match=rf"^optimize\.storage=.* is not allowed: .* is not {kind}"):
+        optimize.storage(f"{form}{notes}")
+    assert notes.read_text() == "my cluster notes\n"
+
+
+def test_a_studys_own_journal_and_database_are_reopened(tmp_path):
+    from jctopt.tasks import optimize
+
+    for url in (f"journal:{tmp_path}/s.log", f"sqlite:///{tmp_path}/s.db"):
+        optuna.create_study(storage=optimize.storage(url), study_name="s").optimize(lambda t: t.suggest_float("x", 0, 1),
+                                                                                    n_trials=2)
+        assert len(optuna.load_study(study_name="s", storage=optimize.storage(url)).trials) == 2
 
 
 @pytest.mark.slow

@@ -50,6 +50,7 @@ from ..search.space import (
 )
 from ..search.tables import catalog_arrays, ckpt_arrays, recompute_tables, with_choices
 from ._output import Console, output_console
+from ._storage import storage
 
 # The batched model as later runs call it: loaded from the cache directory, untraced (config.cache).
 BATCH = ExportedKernel(estimate_batch, "estimate_batch")
@@ -120,51 +121,6 @@ def study_name(cfg: DictConfig) -> str:
     key["mode"] = c["optimize"]["mode"]
     digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:10]
     return f"{cfg.model.name}-{cfg.optimize.mode}-{digest}"
-
-
-STORAGE_FORMS = ("memory, journal:PATH (a JournalFileBackend log), sqlite:///PATH (sqlite:////ABSOLUTE/PATH), "
-                 "or a server's database URL (postgresql://..., mysql://...)")
-SERVER_SCHEMES = ("postgresql", "mysql", "oracle", "mssql")
-
-
-def storage(url: str):
-    """An Optuna storage from a URL: ``memory`` (not persisted), ``journal:PATH``, ``sqlite:///PATH``
-    or a database server's URL. The directory of a file storage is created; a form or a place
-    that cannot hold the study is a ConfigError naming ``optimize.storage``."""
-    bad = f"optimize.storage={url!r} is not allowed"
-    if url == "memory":
-        return None
-    if url.startswith("journal:") or url.startswith("sqlite:///"):
-        path = Path(url[len("journal:"):] if url.startswith("journal:") else url[len("sqlite:///"):])
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("a"):  # created (or kept) here, so a place that cannot hold it fails now
-                pass
-        except OSError as err:
-            raise ConfigError(f"{bad}: cannot write {str(path)!r} ({err.strerror or err})") from None
-    if url.startswith("journal:"):
-        from optuna.storages.journal import JournalFileBackend, JournalStorage
-
-        return JournalStorage(JournalFileBackend(str(path)))
-    if url.startswith("sqlite:///"):
-        import sqlalchemy
-
-        # WAL with synchronous=NORMAL: a commit survives the process being killed (not a power
-        # loss) without an fsync per write, which otherwise dominates the run time.
-        storage = optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 60}})
-        sqlalchemy.event.listen(storage.engine, "connect", _sqlite_pragmas)
-        storage.engine.dispose()  # reconnect with the pragmas
-        return storage
-    if url.split("://", 1)[0].split("+", 1)[0] not in SERVER_SCHEMES:
-        raise ConfigError(f"{bad}: one of {STORAGE_FORMS}")
-    return url
-
-
-def _sqlite_pragmas(connection, _record) -> None:
-    cursor = connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.close()
 
 
 def run_optimize(cfg: DictConfig, console: Console | None = None) -> tuple[optuna.Study, pd.DataFrame]:
