@@ -336,7 +336,8 @@ def test_expert_tensor_parallel_axis(compose):
     """space.etp: "tp" keeps experts split like the attention, 1 folds them (EP may then span
     the TP ranks). Qwen3-30B-A3B (128 experts) on 16 GPUs at tp 2, pp 1: dp 8, so ep 16 needs
     etp 1 (16 x 1 divides tp x dp = 16), and ep 8 runs either way. A dense model has no experts: its etp is
-    tp whatever the list. Entries that are neither "tp" nor positive integers are refused."""
+    tp, and an integer entry (which would run as tp, labelled otherwise) is refused by name, as are
+    entries that are neither "tp" nor positive integers."""
     from jctopt.search.space import build_space
 
     base = ["model=qwen3_30b_a3b", "space.n_gpus=[16]", "space.tp=[2]", "space.pp=[1]", "space.cp=[1]",
@@ -345,8 +346,13 @@ def test_expert_tensor_parallel_axis(compose):
     space = build_space(cfg.space, cfg.model, 64)
     rows = {(int(space.splits["ep"][i]), int(space.splits["etp"][i])) for i in space.split_rows(0)}
     assert rows == {(8, 2), (8, 1), (16, 1)}
-    dense = compose(*base[1:], "model=llama3_8b", "space.ep=[1]", "space.etp=[tp,1]")
+    dense = compose(*base[1:], "model=llama3_8b", "space.ep=[1]", "space.etp=[tp]")
     space = build_space(dense.space, dense.model, 64)
     assert space.splits["etp"].tolist() == space.splits["tp"].tolist() == [2]
+    for etp in ("[tp,1]", "[3]"):
+        dense = compose(*base[1:], "model=llama3_8b", "space.ep=[1]", f"space.etp={etp}")
+        with pytest.raises(ConfigError, match=r"^space.etp=\[.*\] is not allowed: \[tp\] with a dense model "
+                                              r"\(model=llama3_8b has no experts to split\)"):
+            build_space(dense.space, dense.model, 64)
     with pytest.raises(ConfigError, match=r"space.etp=\['half'\] is not allowed"):
         build_space(compose(*base, "space.etp=[half]").space, cfg.model, 64)

@@ -247,6 +247,9 @@ def build_space(space: DictConfig, model: DictConfig, global_batch: int, gpus_pe
     n_gpus = int_axis("n_gpus", space.n_gpus)
     axes = {k: int_axis(k, space[k], dims) for k in SPLIT_AXES if k not in ("accum", "etp", "schedule")}
     axes["etp"] = etp_axis(space.get("etp", SAME_AS_TP))
+    if model.n_experts == 1 and axes["etp"].any():  # an integer entry would run as tp, labelled otherwise
+        raise ConfigError(f"space.etp={OmegaConf.to_container(space).get('etp')!r} is not allowed: "
+                          f"[{SAME_AS_TP}] with a dense model (model={model.name} has no experts to split)")
     axes["schedule"] = schedule_axis(space.get("schedule", ["1f1b"]))
     fixed = space.accum is None
     axes["accum"] = np.ones(1, np.int64) if fixed else int_axis("accum", space.accum)
