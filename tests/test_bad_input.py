@@ -1,6 +1,7 @@
 """Bad input ends in one message that names the key, the value and what is allowed (exit 2
 from the CLI), never in a traceback or a wrong answer."""
 
+import json
 import re
 import subprocess
 import sys
@@ -225,6 +226,19 @@ def test_a_bad_job_of_a_multirun_is_reported_and_the_others_run(tmp_path):
     assert "configuration error in job 0 (layout.n_gpus=1000" in out.stderr and "a multiple of tp*pp*cp=128" in out.stderr
     assert (tmp_path / "multi" / "0" / "error.txt").is_file()
     assert (tmp_path / "multi" / "1" / "estimate.json").is_file()
+
+
+@pytest.mark.slow
+def test_a_multirun_job_whose_value_has_the_wrong_type_stops_alone(tmp_path):
+    """Hydra refuses a whole multirun when one job's overrides do not compose ('abc' is no
+    integer); jctopt's sweeper (hydra_plugins/jctopt_sweeper) reports that job and runs the rest."""
+    out = _cli(tmp_path, "-m", "task=estimate", "layout.tp=abc,8")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert ("configuration error in job (task=estimate layout.tp=abc): Error merging override layout.tp=abc: "
+            "Value 'abc' of type 'str' could not be converted to Integer") in out.stderr
+    assert "1 job(s) of the multirun stopped on a configuration error" in out.stderr
+    assert (tmp_path / "multi" / "uncomposed-0" / "error.txt").read_text().startswith("configuration error: ")
+    assert json.loads((tmp_path / "multi" / "0" / "estimate.json").read_text())["config"]["layout"]["tp"] == 8
 
 
 @pytest.mark.slow
