@@ -71,3 +71,31 @@ def test_procure_says_a_gpu_cannot_run_the_precision_asked(compose):
     assert unsupported_precisions(cfg, load_option("gpu", "b200")) is None
     df = pd.DataFrame([{"gpu": "h100_sxm", "meets_deadline": False, "winner": False, "days": np.nan, "why_none": why}])
     assert verdict(df, 30.0) == f"nothing in the space runs: h100_sxm: {why} (space.precision)"
+
+
+def test_config_dir_sweeps_means_the_shipped_multiruns_from_anywhere(tmp_path, monkeypatch):
+    """`--config-dir sweeps` names the repository's sweeps/ when run from its root; elsewhere (no
+    ./sweeps) it is the package's copy, in each spelling of the flag. A ./sweeps of the user's own,
+    an absolute path and other directories are left as given."""
+    from jctopt.app import shipped_config_dir
+    from jctopt.config.resources import SWEEPS_DIR
+
+    monkeypatch.chdir(tmp_path)
+    assert shipped_config_dir(["-m", "--config-dir", "sweeps", "--config-name", "deadlines"]) == \
+        ["-m", "--config-dir", str(SWEEPS_DIR), "--config-name", "deadlines"]
+    assert shipped_config_dir(["-cd", "sweeps/"]) == ["-cd", str(SWEEPS_DIR)]
+    assert shipped_config_dir(["--config-dir=sweeps"]) == [f"--config-dir={SWEEPS_DIR}"]
+    for argv in (["--config-dir", "mine"], ["--config-dir", "/abs/sweeps"], ["--config-dir"], ["task=sweep"]):
+        assert shipped_config_dir(argv) == argv
+    (tmp_path / "sweeps").mkdir()
+    assert shipped_config_dir(["--config-dir", "sweeps"]) == ["--config-dir", "sweeps"]
+    assert sorted(p.name for p in SWEEPS_DIR.glob("*.yaml")) == ["deadlines.yaml", "gpu_x_fabric.yaml", "models.yaml",
+                                                                "optimize_seeds.yaml", "procure_models.yaml",
+                                                                "syncwall_fabrics.yaml"]
+
+
+@pytest.mark.slow
+def test_a_shipped_sweep_file_composes_outside_the_repository(tmp_path):
+    out = _run("--config-dir", "sweeps", "--config-name", "deadlines", "--cfg", "job", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "name: deadline" in out.stdout

@@ -26,7 +26,7 @@ from omegaconf import DictConfig
 from .config import ConfigError, register_configs, unknown_keys
 from .config.cache import enable_compile_cache
 from .config.catalog import use_user_configs
-from .config.resources import CONF_DIR
+from .config.resources import CONF_DIR, SWEEPS_DIR
 from .tasks import (
     calibrate,
     deadline,
@@ -162,11 +162,27 @@ def _handle_signals(argv: list[str]) -> None:
     threading.Thread(target=_watch, args=(read, argv), name="jctopt-signals", daemon=True).start()
 
 
+def shipped_config_dir(argv: list[str]) -> list[str]:
+    """``--config-dir sweeps`` (``-cd``, ``--config-dir=``) from any working directory: a relative
+    ``sweeps`` that is not there is the package's copy of the ready multiruns."""
+    out = list(argv)
+    for i, arg in enumerate(out):
+        joined = arg.startswith("--config-dir=")
+        j = i if joined else i + 1
+        if not (joined or arg in ("--config-dir", "-cd")) or j >= len(out):
+            continue
+        value = out[j].partition("=")[2] if joined else out[j]
+        if value.rstrip("/") == SWEEPS_DIR.name and not Path(value).is_dir():
+            out[j] = f"--config-dir={SWEEPS_DIR}" if joined else str(SWEEPS_DIR)
+    return out
+
+
 def main() -> None:
     """The console entry point. SIGINT and SIGTERM stop every task (a task may defer them to a
     safe point: sweep finishes its chunk, optimize its batch): "interrupted", where the task
     can resume how, no traceback, exit status 128 + the signal's number (130, 143)."""
     _handle_signals(sys.argv[1:])
+    sys.argv[1:] = shipped_config_dir(sys.argv[1:])
     try:
         _app()
     except KeyboardInterrupt:

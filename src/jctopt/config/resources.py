@@ -13,6 +13,7 @@ from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 CONF_DIR = PACKAGE_DIR / "conf"  # Hydra's primary config directory (groups gpu/, model/, task/ ...)
+SWEEPS_DIR = PACKAGE_DIR / "sweeps"  # ready multiruns: --config-dir sweeps from any working directory (app)
 VALIDATION_DIR = PACKAGE_DIR / "data" / "validation"  # published runs, specs, nccl-tests; README lists sources
 PACKAGE_CALIBRATION_RECORD = CONF_DIR / "calibration.yaml"  # the shipped calibration: values, errors, model_error
 
