@@ -71,6 +71,11 @@ def test_wheel_in_a_fresh_venv_runs_from_an_empty_directory(tmp_path):
     assert (tmp_path / "cache" / "jctopt").is_dir()  # the compilation cache went to XDG_CACHE_HOME
     helped = subprocess.run([jctopt, "--help"], cwd=empty, env=env, capture_output=True, text=True, timeout=300)
     assert helped.returncode == 0 and "task: " in helped.stdout
+    # The ready multiruns and the sweeper that runs them ship too (hydra_plugins beside jctopt).
+    ready = subprocess.run([jctopt, "--config-dir", "sweeps", "--config-name", "deadlines", "--cfg", "hydra"], cwd=empty,
+                           env=env, capture_output=True, text=True, timeout=300)
+    assert ready.returncode == 0 and "hydra_plugins.jctopt_sweeper.jobwise_sweeper.JobwiseSweeper" in ready.stdout, \
+        ready.stderr[-2000:]
     # The config and the published runs come from the installed package, not from a checkout.
     where = subprocess.run([str(python), "-c", "from jctopt.config.resources import CONF_DIR, validation_file; "
                             "print(CONF_DIR); print(validation_file('runs_dev.csv'))"],
