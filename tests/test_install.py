@@ -105,6 +105,13 @@ def test_repeated_run_loads_its_kernels_from_the_cache(tmp_path):
     assert second.returncode == 0, second.stderr[-2000:]
     assert {p.name for p in cache.iterdir() if p.name.endswith("-cache")} == entries  # all loaded, none new
     assert _answer(tmp_path / "a") == _answer(tmp_path / "b")
+    # A cache copied elsewhere is the same cache: no entry's key holds the directory's path.
+    moved = tmp_path / "moved"
+    shutil.copytree(cache, moved)
+    third = _cli("task=estimate", f"compile_cache={moved}", f"hydra.run.dir={tmp_path}/c", cwd=tmp_path)
+    assert third.returncode == 0, third.stderr[-2000:]
+    assert {p.name for p in moved.iterdir() if p.name.endswith("-cache")} == entries
+    assert _answer(tmp_path / "c") == _answer(tmp_path / "a")
 
 
 @pytest.mark.slow

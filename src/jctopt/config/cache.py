@@ -73,6 +73,10 @@ def enable_compile_cache(setting: str | None = "auto") -> Path | None:
     set_kernel_dir(path / EXPORTED)
     # Every kernel is worth keeping: the model's take 0.5-5 s each to compile on a CPU.
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    # XLA's GPU autotune cache lives at a path under the cache directory, and that path enters
+    # every entry's key (jax/_src/cache_key.py hashes the debug options without stripping it), so a
+    # cache copied or moved elsewhere would never be hit; compiled kernels already hold their tuning.
+    jax.config.update("jax_persistent_cache_enable_xla_caches", "none")
     warnings.showwarning = _heal(path, warnings.showwarning)
     return path
 
