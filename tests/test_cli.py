@@ -99,3 +99,35 @@ def test_a_shipped_sweep_file_composes_outside_the_repository(tmp_path):
     out = _run("--config-dir", "sweeps", "--config-name", "deadlines", "--cfg", "job", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "name: deadline" in out.stdout
+
+
+def test_help_describes_every_key_from_its_schema(compose):
+    """`jctopt --help`: every key of every group has the one-line description its schema field
+    declares (config.help reads schema.py and task_schemas.py), shown beside the value the given
+    overrides compose."""
+    import dataclasses
+    import typing
+
+    from jctopt.config import schema
+    from jctopt.config.help import field_docs, help_text
+
+    hints = typing.get_type_hints(schema.AppConf)
+    groups = [hints[f.name] for f in dataclasses.fields(schema.AppConf) if dataclasses.is_dataclass(hints[f.name])]
+    undocumented = [f"{cls.__name__}.{f.name}" for cls in groups for f in dataclasses.fields(cls)
+                    if f.name not in field_docs(cls)]
+    assert len(groups) == 16 and undocumented == []
+    text = help_text(compose("gpu=b200", "layout.tp=4"))
+    assert "  gpu: a100_40gb, a100_80gb," in text and "  task: calibrate, deadline, estimate," in text
+    assert "    hbm_tbps = 8.0\n        HBM bandwidth, TB/s\n" in text
+    assert "    tp = 4\n        tensor-parallel ranks\n" in text
+    assert "    zero_shard = stack\n        Ranks ZeRO/FSDP shard over" in text  # a comment block above its field
+    assert "    gpu_overrides = null\n" in text and "    recompute_modules = [core_attn]\n" in text
+
+
+@pytest.mark.slow
+def test_help_from_the_command_line_and_a_bad_override(tmp_path):
+    out = _run("--help", "gpu=b200", cwd=tmp_path)
+    assert out.returncode == 0 and "    hbm_tbps = 8.0" in out.stdout, out.stderr
+    bad = _run("--help", "gpu=nope", cwd=tmp_path)
+    assert bad.returncode == 2 and bad.stderr.startswith("configuration error: In 'config': Could not find 'gpu/nope'")
+    assert "Traceback" not in bad.stderr

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -177,12 +178,35 @@ def shipped_config_dir(argv: list[str]) -> list[str]:
     return out
 
 
+def _print_help(overrides: list[str]) -> None:
+    """Every group and key with its description (``config.help``), for the config the overrides
+    compose (``jctopt --help gpu=b200``: B200's values); a bad override is named as in a run."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from . import compose
+    from .config.help import help_text
+
+    try:
+        cfg = compose([a for a in overrides if not a.startswith("-")])
+    except (ConfigError, HydraException, OmegaConfBaseException) as err:
+        print(f"configuration error: {str(err).splitlines()[0]}", file=sys.stderr)
+        sys.exit(2)
+    try:
+        print(help_text(cfg, width=max(80, shutil.get_terminal_size((100, 24)).columns - 1)), flush=True)
+    except BrokenPipeError:  # `jctopt --help | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 def main() -> None:
     """The console entry point. SIGINT and SIGTERM stop every task (a task may defer them to a
     safe point: sweep finishes its chunk, optimize its batch): "interrupted", where the task
     can resume how, no traceback, exit status 128 + the signal's number (130, 143)."""
     _handle_signals(sys.argv[1:])
     sys.argv[1:] = shipped_config_dir(sys.argv[1:])
+    if {"--help", "-h"} & set(sys.argv[1:]):
+        _print_help([a for a in sys.argv[1:] if a not in ("--help", "-h")])
+        return
     try:
         _app()
     except KeyboardInterrupt:

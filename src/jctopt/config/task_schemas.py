@@ -13,23 +13,23 @@ from omegaconf import MISSING
 class SpaceConf:
     """Search ranges. Integer axes take an integer, a list, ``"from:to:step"``,
     ``"from:to:xfactor"`` (geometric) or ``"divisors"`` (tp: of n_heads, pp: of n_layers,
-    cp: of seq_len, ep: of n_experts)."""
+    cp: of seq_len, ep: of n_experts)."""  # context-parallel degrees
 
-    name: str = MISSING
+    name: str = MISSING  # the space's catalog name (conf/space)
     gpu: list[str] = MISSING  # catalog names (conf/gpu)
     fabric: list[str] = MISSING  # catalog names (conf/fabric)
-    n_gpus: Any = MISSING
-    tp: Any = MISSING
-    pp: Any = MISSING
+    n_gpus: Any = MISSING  # GPU counts
+    tp: Any = MISSING  # tensor-parallel degrees
+    pp: Any = MISSING  # pipeline depths
     cp: Any = MISSING
-    ep: Any = MISSING
+    ep: Any = MISSING  # expert-parallel degrees
     etp: Any = "tp"  # expert tensor parallel: "tp" (as tp), integers dividing tp (1: MoE parallel folding)
     vpp: Any = MISSING  # virtual (interleaved) stages per pipeline rank
     schedule: Any = field(default_factory=lambda: ["1f1b"])  # pipeline schedules (model.schedules.SCHEDULES)
-    micro_batch: Any = MISSING
+    micro_batch: Any = MISSING  # micro-batch sizes
     accum: Any = None  # None: global batch fixed at training.global_batch, accumulation solved
     recompute: list[str] = MISSING  # none | selective | full
-    zero_stage: list[int] = MISSING
+    zero_stage: list[int] = MISSING  # ZeRO stages (0-3)
     zero_shard: list[str] = field(default_factory=lambda: ["stack"])  # layout.zero_shard choices
     precision: list[str] = MISSING  # bf16 | fp16 | fp8
     ckpt_interval_s: list[Any] = MISSING  # seconds, or "optimal" (Daly, per configuration)
@@ -42,8 +42,8 @@ class SpaceConf:
 class SweepConf:
     keep: str = "feasible"  # feasible | all | top_k | pareto | best_per_group
     objective: str = "cost_usd"  # cost_usd | jct_s | energy_kwh: what top_k / best_per_group minimise
-    top_k: int = 100
-    group_by: list[str] = field(default_factory=lambda: ["gpu", "fabric", "n_gpus"])
+    top_k: int = 100  # configurations keep=top_k keeps
+    group_by: list[str] = field(default_factory=lambda: ["gpu", "fabric", "n_gpus"])  # columns keep=best_per_group groups by
     max_days: Optional[float] = None  # keep only configurations with expected JCT <= this
     # ... and with failure-free time (steps x step, plus checkpoint stalls; start-up excluded) <= this
     max_free_days: Optional[float] = None
@@ -51,7 +51,7 @@ class SweepConf:
     dtype: str = "float32"  # float32 (fast) | float64
     resume: bool = False  # continue the newest unfinished sweep of this configuration
     out: Optional[str] = None  # directory for the results (None = the Hydra run directory)
-    progress: bool = True
+    progress: bool = True  # a progress bar
     distributed: bool = False  # jax.distributed.initialize(): several hosts share the chunks
 
 
@@ -86,11 +86,11 @@ class OptimizeConf:
     n_trials: int = 1000  # the study's total; a resumed study runs only the missing ones
     batch_size: int = 256  # trials asked, evaluated in one jitted call, and told together
     startup_trials: int = 256  # TPE: random trials before the model of good/bad regions
-    seed: int = 0
+    seed: int = 0  # the samplers' seed
     worker: int = 0  # give each worker process sharing a study its own index (seed + 1000 x worker)
     storage: str = "sqlite:///outputs/optimize/optuna.db"  # RDB URL, journal:PATH (many workers), or memory
     study_name: Optional[str] = None  # None: model, mode and a hash of the problem definition
-    progress: bool = True
+    progress: bool = True  # progress and the best so far
 
 
 @dataclass
