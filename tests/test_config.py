@@ -52,6 +52,24 @@ def test_an_nvl72_gpu_on_8_gpu_nodes_names_the_cluster(compose, gpu):
                                           "cluster.nics_per_node=72")).cluster.gpus_per_node) == 72.0
 
 
+@pytest.mark.parametrize("gpu", ["gb200", "gb300"])
+def test_a_whole_rack_as_one_node_keeps_a_nic_per_gpu_and_a_host_per_tray(compose, gpu):
+    """gpus_per_node=72 on an NVL72 GPU: the node is the rack, whose 18 trays are 18 hosts with 4
+    NICs each, so it has 72 NICs and fails 18 times as often as one host (mtbf_node_h / 18);
+    the cluster's MTBF is the same as counted per 4-GPU tray (equal hosts, NICs and switches)."""
+    from jctopt.job.timeline import cluster_mtbf_s
+
+    tray = jctopt.to_config(compose(f"gpu={gpu}", "layout.n_gpus=1152", "layout.tp=4", "layout.pp=4", "training.global_batch=1152"))
+    rack = jctopt.to_config(compose(f"gpu={gpu}", "layout.n_gpus=1152", "layout.tp=4", "layout.pp=4", "training.global_batch=1152",
+                                    "cluster.gpus_per_node=72"))
+    assert float(rack.cluster.nics_per_node) == 72.0 and float(tray.cluster.nics_per_node) == 4.0
+    assert float(rack.cluster.mtbf_node_h) == pytest.approx(24350 / 18, rel=1e-12)
+    assert float(tray.cluster.mtbf_node_h) == 24350.0
+    assert float(cluster_mtbf_s(rack)) == pytest.approx(float(cluster_mtbf_s(tray)), rel=1e-12)
+    h100 = jctopt.to_config(compose("gpu=h100_sxm", "cluster.gpus_per_node=4")).cluster
+    assert (float(h100.nics_per_node), float(h100.mtbf_node_h)) == (4.0, 24350.0)  # a host of 4 GPUs, 4 NICs
+
+
 @pytest.mark.parametrize("model", GROUPS["model"])
 def test_every_model_composes(compose, model):
     # single_node's tp=8 where the heads allow it; Qwen2.5-7B's 28 heads split 4 ways at most.

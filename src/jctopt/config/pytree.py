@@ -32,13 +32,19 @@ def to_config(cfg: DictConfig, layout: bool = True) -> Config:
                     mxfp8=is_mxfp8(tr["precision"]),
                     **{f"recompute_{name}": float(name in tr["recompute_modules"])
                        for name in recompute_modules.MODULES})
+    cluster = dict(c["cluster"], gpu_power_limit_w=c["cluster"]["gpu_power_limit_w"] or 0.0)
+    # mtbf_node_h is a host's: a node that is a whole NVL72 rack (gpus_per_node 72) holds 18
+    # compute trays, each a host with its own CPUs, memory and software (conf/gpu tray_gpus).
+    tray = c["gpu"].get("tray_gpus")
+    if tray and cluster["gpus_per_node"] > tray:
+        cluster["mtbf_node_h"] = cluster["mtbf_node_h"] / (cluster["gpus_per_node"] / tray)
     interval = c["job"]["ckpt_interval_s"]
     job = dict(c["job"], ckpt_auto=1.0 if interval is None else 0.0,
                ckpt_interval_s=1.0 if interval is None else interval)
     return Config(
         model=_floats(ModelSpec, model), gpu=_floats(GPUSpec, c["gpu"]),
         fabric=_floats(FabricSpec, c["fabric"]),
-        cluster=_floats(ClusterSpec, dict(c["cluster"], gpu_power_limit_w=c["cluster"]["gpu_power_limit_w"] or 0.0)),
+        cluster=_floats(ClusterSpec, cluster),
         layout=_floats(Layout, dict(c["layout"], etp=c["layout"].get("etp") or c["layout"]["tp"],
                                     schedule=schedules.SCHEDULES[c["layout"].get("schedule", "1f1b")],
                                     zero_shard=zero_shard_code(c["layout"].get("zero_shard", "stack")))),

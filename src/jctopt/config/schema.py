@@ -137,7 +137,7 @@ class ClusterConf:
     rail_optimized: bool = True  # rail-optimized fabric: rank i of every node on one leaf
     oversubscription: float = 1.0  # leaf uplink oversubscription (1 = full bisection)
     switch_radix: int = 64  # ports per switch
-    mtbf_node_h: float = MISSING  # mean time between a node's host/software failures, h
+    mtbf_node_h: float = MISSING  # mean time between a host's failures (CPU, memory, software), h; one host per compute tray
     storage_write_gbps: float = MISSING  # checkpoint write bandwidth, GB/s aggregate
     storage_read_gbps: float = MISSING  # checkpoint read bandwidth, GB/s aggregate
     staging_gbps: float = MISSING  # async checkpoint fast tier, GB/s aggregate
