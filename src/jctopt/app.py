@@ -187,8 +187,11 @@ def _print_help(overrides: list[str]) -> None:
     from . import compose
     from .config.help import help_text
 
+    takes_value = {"--config-dir", "-cd", "--config-name", "-cn", "--config-path", "-cp"}  # Hydra's flags
+    kept = [a for i, a in enumerate(overrides)
+            if not a.startswith("-") and not (i and overrides[i - 1] in takes_value)]
     try:
-        cfg = compose([a for a in overrides if not a.startswith("-")])
+        cfg = compose(kept)
     except (ConfigError, HydraException, OmegaConfBaseException) as err:
         print(f"configuration error: {str(err).splitlines()[0]}", file=sys.stderr)
         sys.exit(2)
