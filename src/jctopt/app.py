@@ -184,7 +184,7 @@ def _print_help(overrides: list[str]) -> None:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    from . import compose
+    from .config.catalog import compose
     from .config.help import help_text
 
     takes_value = {"--config-dir", "-cd", "--config-name", "-cn", "--config-path", "-cp"}  # Hydra's flags
