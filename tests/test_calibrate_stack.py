@@ -26,15 +26,17 @@ def home(tmp_path, monkeypatch):
     return tmp_path / "config" / "jctopt"
 
 
-def user_runs(tmp_path, kernel_eff: float, n: int = 8):
+def user_runs(tmp_path, kernel_eff: float, n: int = 8, noise: float = 0.0):
     """A user's CSV of ``n`` runs_dev.csv rows whose measured step is the model's at
-    ``kernel_eff`` under the generic stack: the fit must find ``kernel_eff`` again."""
+    ``kernel_eff`` under the generic stack (times a log-normal factor of log-sd ``noise``,
+    seeded): the fit must find ``kernel_eff`` again."""
     table = pd.read_csv(validation_file("runs_dev.csv"))
     table = table[table["stack"] == "megatron_lm"][COLUMNS].head(n).reset_index(drop=True)
     rows, index, configs = place_rows(jctopt.compose(["task=validate"]), table)
     batch = stack_configs(configs)
     values = {p: float(np.asarray(getattr(batch.train, p))[0]) for p in STACK_PARAMS} | {"kernel_eff": kernel_eff}
-    table.loc[index, "measured_iter_time_s"] = np.asarray(step_times(values, batch))
+    factor = np.exp(noise * np.random.default_rng(0).standard_normal(len(index)))
+    table.loc[index, "measured_iter_time_s"] = np.asarray(step_times(values, batch)) * factor
     path = tmp_path / "my_runs.csv"
     table.iloc[index].to_csv(path, index=False)
     return path
@@ -53,6 +55,48 @@ def test_a_stack_fit_recovers_the_kernel_efficiency_its_runs_ran_at(home, tmp_pa
     assert mine.training.kernel_eff == pytest.approx(0.85, rel=2e-3) and generic.training.kernel_eff == 1.0
     assert mine.training.mp_comm_overlap == generic.training.mp_comm_overlap
     assert float(jctopt.estimate(jctopt.to_config(mine)).step_s) > float(jctopt.estimate(jctopt.to_config(generic)).step_s)
+
+
+@pytest.mark.slow
+def test_a_calibrated_stack_measures_its_own_error_on_runs_left_out(home, tmp_path):
+    """16 runs measured at the model's step x exp(0.05 N(0, 1)): each predicted by the stack fitted
+    without it, their median |error| is near 0.6745 x 5 % = 3.4 % and their 80 % interval near
+    2 x 1.2816 x 5 % = 0.128 wide in log (loose bounds: 16 draws); the tasks' intervals then
+    carry that error. A recalibration on 8 runs (too few) removes it: the across-stack error."""
+    from jctopt.job import risk
+    from jctopt.job.uncertainty import LEVELS, central
+
+    runs = user_runs(tmp_path, 0.85, n=16, noise=0.05)
+    cfg = jctopt.compose(["task=calibrate", f"calibrate.runs=[{runs}]", "calibrate.stack=mine"])
+    records = calibrate_stack.main(cfg, tmp_path)
+    assert len(records) == 16
+    error = OmegaConf.load(home / "stack_error" / "mine.yaml")
+    assert list(error.levels) == list(LEVELS) and error.runs == 16 and error.folds.startswith("leave-one-run-out")
+    assert 1.5 < records.left_out_abs_pct_error.median() < 7.0
+    # Left out, each run is predicted no better than by the fit that saw it.
+    assert records.left_out_abs_pct_error.mean() > records.fitted_abs_pct_error.mean()
+    lo, hi = central(list(error.log_quantiles), 0.8)
+    assert 0.06 < hi - lo < 0.26 and lo < 0.0 < hi
+    assert risk.error_basis("h100_sxm", stack="mine") == "stack:mine"
+    rows = pd.DataFrame({"gpu": ["a100_sxm"], "step_s": [2.0]})
+    out = risk.with_step_interval(rows, 0.8, stack="mine")
+    assert float(out.step_lo_s[0]) == pytest.approx(2.0 * np.exp(lo)) and float(out.step_hi_s[0]) == pytest.approx(
+        2.0 * np.exp(hi))
+    few = user_runs(tmp_path, 0.85, n=8)
+    calibrate_stack.main(jctopt.compose(["task=calibrate", f"calibrate.runs=[{few}]", "calibrate.stack=mine"]), tmp_path)
+    assert not (home / "stack_error" / "mine.yaml").exists()
+    assert risk.error_basis("h100_sxm", stack="mine") == "stacks"
+
+
+def test_folds_leave_a_source_out_where_there_are_three_else_a_run():
+    from jctopt.fit.stack_fit import MAX_FOLDS, folds_of
+
+    fold, how = folds_of(["b", "a", "c", "a"])
+    assert fold.tolist() == [1, 0, 2, 0] and how == "leave-one-source-out over 3 sources"
+    fold, how = folds_of(["a", "b", "a"])
+    assert fold.tolist() == [0, 1, 2] and how == "leave-one-run-out over 3 runs"
+    fold, how = folds_of([""] * (MAX_FOLDS + 3))
+    assert fold.tolist() == [*range(MAX_FOLDS), 0, 1, 2] and how.endswith(f"round-robin into {MAX_FOLDS} folds")
 
 
 @pytest.mark.slow

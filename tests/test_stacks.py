@@ -150,3 +150,35 @@ def test_a_stack_without_runs_carries_the_spread_across_stacks():
         assert float(out.step_hi_s[0]) == pytest.approx(10.0 * np.exp(hi), rel=1e-12)
     stacks = record["stacks"]
     assert stacks["rows"] > 500 and 0.7 <= stacks["coverage_lost"][0.8] <= 0.9
+
+
+def test_a_calibrated_stack_carries_its_own_error_else_the_spread_across_stacks(tmp_path, monkeypatch):
+    """A stack calibrated with enough runs (its error file in the user's config directory) gets
+    its own quantiles, hand-written here: the 80 % interval of a 10 s step is 10 s x exp(q10)
+    .. exp(q90); one without that file gets the across-stack error (stacks); a file at other
+    levels is refused by name."""
+    import numpy as np
+    import pandas as pd
+
+    from jctopt.config import ConfigError
+    from jctopt.config.resources import stack_error_file
+    from jctopt.job import risk
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    rows = pd.DataFrame({"gpu": ["h100_sxm"], "step_s": [10.0]})
+    assert risk.error_basis("h100_sxm", stack="mine") == "stacks"
+    path = stack_error_file("mine")
+    assert path == tmp_path / "jctopt" / "stack_error" / "mine.yaml"
+    path.parent.mkdir(parents=True)
+    quantiles = [-0.2, -0.15, -0.1, -0.05, 0.0, 0.04, 0.08, 0.12, 0.16]  # q10 = -0.1, q90 = 0.08
+    path.write_text(f"levels: [0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.975]\nlog_quantiles: {quantiles}\n")
+    assert risk.error_basis("h100_sxm", stack="mine") == "stack:mine"
+    assert risk.error_basis("h100_sxm", moe=True, stack="mine") == "moe"  # MoE keeps the MoE runs' error
+    out = risk.with_step_interval(rows, 0.8, stack="mine")
+    assert float(out.step_lo_s[0]) == pytest.approx(10.0 * np.exp(-0.1), rel=1e-12)
+    assert float(out.step_hi_s[0]) == pytest.approx(10.0 * np.exp(0.08), rel=1e-12)
+    path.write_text("levels: [0.1, 0.9]\nlog_quantiles: [-0.1, 0.1]\n")
+    with pytest.raises(ConfigError, match=r"mine.yaml holds no log_quantiles at levels"):
+        risk.error_basis("h100_sxm", stack="mine")
+    path.unlink()
+    assert risk.error_basis("h100_sxm", stack="mine") == "stacks"

@@ -35,6 +35,12 @@ def conf_file(group: str, name: str) -> Path:
     return own if own.is_file() else CONF_DIR / group / f"{name}.yaml"
 
 
+def stack_error_file(stack: str) -> Path:
+    """Where ``calibrate.stack=<stack>`` keeps that stack's own model error (its runs, each
+    predicted by the stack fitted without it): ``$XDG_CONFIG_HOME/jctopt/stack_error/<stack>.yaml``."""
+    return user_config_dir() / "stack_error" / f"{stack}.yaml"
+
+
 def calibration_record() -> Path:
     """The calibration in force: the user's ``calibration.yaml`` (``calibrate.apply=true``)
     where there is one, else the shipped one."""

@@ -13,6 +13,7 @@ reported; where the runs determine none, or fewer rows than parameters, the fit 
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -78,6 +79,25 @@ def determined(batch: Config, weight: np.ndarray, prior: dict) -> tuple[tuple[st
     return tuple(keep), held, sens
 
 
+def _values(prior: dict, fitted: tuple[str, ...], z) -> dict:
+    """Every STACK_PARAMS' value: the prior's, moved by ``z`` along the ``fitted`` ones."""
+    out = {p: jnp.asarray(prior[p]) for p in STACK_PARAMS}
+    out.update({p: _inv(p, _fwd(p, prior[p]) + z[i]) for i, p in enumerate(fitted)})
+    return out
+
+
+def _objective(batch: Config, measured_s: np.ndarray, prior: dict, fitted: tuple[str, ...]):
+    """objective(z, w): the weighted robust log error of the rows (``w`` sums to 1) plus the pull
+    towards the prior (fit.calibrate's loss)."""
+    log_measured = jnp.log(jnp.asarray(measured_s))
+
+    def objective(z, w):
+        err = jnp.log(step_times(_values(prior, fitted, z), batch)) - log_measured
+        return jnp.sum(w * pseudo_huber(err, HUBER_DELTA)) + PRIOR_WEIGHT * jnp.mean(z**2)
+
+    return objective
+
+
 def fit_stack(batch: Config, measured_s: np.ndarray, weight: np.ndarray, prior: dict, max_iter: int = 200) -> StackFit:
     """The stack values that best predict ``measured_s`` (rows of ``batch``, weights ``weight``),
     from and pulled towards ``prior`` ({param: value}); ConfigError where the rows determine
@@ -91,22 +111,48 @@ def fit_stack(batch: Config, measured_s: np.ndarray, weight: np.ndarray, prior: 
         raise ConfigError(f"calibrate.stack: {len(measured_s)} placed run(s) with a measured step time cannot "
                           f"determine {len(fitted)} parameter(s) ({', '.join(fitted)}); give at least "
                           f"{len(fitted) + 1}")
-    measured = jnp.asarray(measured_s)
     w = jnp.asarray(weight / weight.sum())
-
-    def values(z):
-        out = {p: jnp.asarray(prior[p]) for p in STACK_PARAMS}
-        out.update({p: _inv(p, _fwd(p, prior[p]) + z[i]) for i, p in enumerate(fitted)})
-        return out
-
-    def objective(z):
-        err = jnp.log(step_times(values(z), batch)) - jnp.log(measured)
-        return jnp.sum(w * pseudo_huber(err, HUBER_DELTA)) + PRIOR_WEIGHT * jnp.mean(z**2)
-
-    objective = jax.jit(objective)
+    objective = jax.jit(functools.partial(_objective(batch, measured_s, prior, fitted), w=w))
     res = minimize(objective, jnp.zeros(len(fitted)), method="BFGS", options={"maxiter": max_iter})
     for _ in range(5):  # restarted with a fresh Hessian where a kink stopped the line search (fit.calibrate)
         if int(res.status) == 0:
             break
         res = minimize(objective, res.x, method="BFGS", options={"maxiter": max_iter})
-    return StackFit({p: float(v) for p, v in values(res.x).items()}, fitted, held, sens)
+    return StackFit({p: float(v) for p, v in _values(prior, fitted, res.x).items()}, fitted, held, sens)
+
+
+# At most this many folds: more rows (or sources) than that are dealt round-robin into them.
+MAX_FOLDS = 32
+
+
+def folds_of(sources: list[str]) -> tuple[np.ndarray, str]:
+    """(fold of each row, how the folds were made): leave-one-source-out where the rows name at
+    least three sources, else leave-one-run-out; round-robin into MAX_FOLDS beyond that."""
+    names = sorted(set(sources))
+    if len(names) >= 3:
+        fold, kind = np.array([names.index(s) for s in sources]), f"leave-one-source-out over {len(names)} sources"
+    else:
+        fold, kind = np.arange(len(sources)), f"leave-one-run-out over {len(sources)} runs"
+    if fold.max() + 1 > MAX_FOLDS:
+        kind += f", dealt round-robin into {MAX_FOLDS} folds"
+    return fold % MAX_FOLDS, kind
+
+
+def left_out_log_ratios(batch: Config, measured_s: np.ndarray, weight: np.ndarray, prior: dict,
+                        fitted: tuple[str, ...], folds: np.ndarray, max_iter: int = 200) -> np.ndarray:
+    """log(measured / predicted) of every row, predicted by the stack fitted (``fitted``, as
+    ``fit_stack``) to the rows outside its fold: one BFGS per fold, all folds in one vmapped
+    solve, restarted once from where it stopped (a fresh Hessian past a kink)."""
+    ids = np.unique(folds)
+    w = np.stack([np.where(folds == f, 0.0, weight) for f in ids])
+    w = jnp.asarray(w / w.sum(axis=1, keepdims=True))
+    objective = _objective(batch, measured_s, prior, fitted)
+
+    def solve(z0, wk):
+        return minimize(lambda z: objective(z, wk), z0, method="BFGS", options={"maxiter": max_iter}).x
+
+    solve = jax.jit(jax.vmap(solve))
+    z = solve(solve(jnp.zeros((len(ids), len(fitted))), w), w)
+    predicted = jax.vmap(lambda zk: step_times(_values(prior, fitted, zk), batch))(z)  # (folds, rows)
+    own = np.asarray(predicted)[np.searchsorted(ids, folds), np.arange(len(folds))]
+    return np.log(np.asarray(measured_s) / own)

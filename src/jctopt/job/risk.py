@@ -5,7 +5,10 @@ type's values were fitted to its own measured runs, ``specs`` otherwise (the cal
 record's ``gpu.<name>.from``), and ``moe`` for any mixture-of-experts model: the error on the
 MoE runs, to which no efficiency is fitted (only the launch floor; ``calibrate.moe_error``);
 ``stacks`` for a dense model on a software stack stated as ``generic``, one with no measured runs:
-the error on each stack's runs with that stack left out of the fit (scripts/leave_one_stack_out.py).
+the error on each stack's runs with that stack left out of the fit (scripts/leave_one_stack_out.py);
+``stack:<name>`` for a stack you calibrated (``calibrate.stack``): the error on its own runs, each
+predicted by the stack fitted without it (``config.resources.stack_error_file``), else ``stacks``
+where it had too few runs to measure that (its fit is then no better known than a new stack's).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from omegaconf import OmegaConf
 
 from ..config import ConfigError
 from ..config.cache import ExportedKernel
-from ..config.resources import CALIBRATION_RECORD
+from ..config.resources import CALIBRATION_RECORD, CONF_DIR, stack_error_file
 from . import uncertainty as U
 
 # Columns of an estimate row the failure law needs (Estimate fields, SI units).
@@ -40,16 +43,46 @@ def _record() -> dict:
 
 # Stacks whose predictions rest on no measured run of their own: their error is the spread across stacks.
 UNSEEN_STACKS = ("generic",)
+OWN_ERROR = "stack:"  # the basis prefix of a calibrated stack's own error
+
+
+@functools.cache
+def _shipped_stacks() -> frozenset[str]:
+    return frozenset(p.stem for p in (CONF_DIR / "stack").glob("*.yaml")) | {"none"}
+
+
+@functools.cache
+def _load_stack_error(path: str, mtime_ns: int, size: int) -> list[float]:
+    """The log quantiles of a stack error file (cached while its time and size are unchanged)."""
+    error = OmegaConf.to_container(OmegaConf.load(path))
+    quantiles = error.get("log_quantiles") if isinstance(error, dict) else None
+    if list(error.get("levels", [])) != list(U.LEVELS) or not quantiles or len(quantiles) != len(U.LEVELS):
+        raise ConfigError(f"{path} holds no log_quantiles at levels {U.LEVELS}: rerun "
+                          "`jctopt task=calibrate calibrate.stack=<name>` with that stack's runs")
+    return [float(q) for q in quantiles]
+
+
+def stack_error(stack: str) -> list[float] | None:
+    """A calibrated stack's own log-error quantiles, None where it has no error file."""
+    path = stack_error_file(stack)
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return None
+    return _load_stack_error(str(path), stat.st_mtime_ns, stat.st_size)
 
 
 def error_basis(gpu: str, moe: bool = False, stack: str = "none") -> str:
     """``moe`` for a mixture-of-experts model where the record holds the MoE runs' error; else
-    ``stacks`` for a stack with no runs (UNSEEN_STACKS); else ``rows`` where the catalog's values
-    for ``gpu`` were fitted to its own runs, else ``specs``."""
+    ``stacks`` for a stack with no runs (UNSEEN_STACKS); ``stack:<name>`` for a calibrated stack
+    with its own error, ``stacks`` for one without; else ``rows`` where the catalog's values for
+    ``gpu`` were fitted to its own runs, else ``specs``."""
     if moe and "moe" in _record()["model_error"]:
         return "moe"
     if stack in UNSEEN_STACKS:
         return "stacks"
+    if stack not in _shipped_stacks():
+        return OWN_ERROR + stack if stack_error(stack) is not None else "stacks"
     origin = _record()["gpu"].get(str(gpu), {}).get("from", "specs")
     return "rows" if origin == "rows" else "specs"
 
@@ -57,6 +90,12 @@ def error_basis(gpu: str, moe: bool = False, stack: str = "none") -> str:
 def log_quantiles(basis: str) -> list[float]:
     """The stored error quantiles of ``basis``; a record without them (a calibration on one
     source or one die has no left-out predictions) is a ConfigError, not a guess."""
+    if basis.startswith(OWN_ERROR):
+        name = basis.removeprefix(OWN_ERROR)
+        quantiles = stack_error(name)
+        if quantiles is None:
+            raise ConfigError(f"{stack_error_file(name)} was removed while in use: rerun the task")
+        return quantiles
     error = _record()["model_error"]
     if basis not in error:
         raise ConfigError(f"{CALIBRATION_RECORD}: model_error has no '{basis}' basis (its calibration could not "

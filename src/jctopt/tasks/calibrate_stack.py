@@ -8,6 +8,11 @@ line, else ``generic``: the catalog's values), and writes the stack
 atomically: that stack's flags with the fitted values, its provenance in comments. From then on
 ``stack=<name>`` works in every task. GPU efficiencies are not refitted: that is
 ``calibrate.runs`` without ``calibrate.stack``.
+
+With at least MIN_ERROR_RUNS runs, the stack's own model error is measured too: each run predicted
+by the stack fitted without it (its source left out where the runs name three or more), the log
+ratios' quantiles written beside the stack (``config.resources.stack_error_file``); the tasks'
+intervals for ``stack=<name>`` then carry that error (``job.risk``), otherwise the across-stack one.
 """
 
 from __future__ import annotations
@@ -21,14 +26,24 @@ import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
 from ..config import ConfigError, load_option
-from ..config.resources import CONF_DIR, user_config_dir, why_unwritable
+from ..config.resources import (
+    CONF_DIR,
+    stack_error_file,
+    user_config_dir,
+    why_unwritable,
+    write_together,
+)
 from ..fit import calibrate as Cal
-from ..fit.stack_fit import STACK_PARAMS, fit_stack, step_times
+from ..fit.stack_fit import STACK_PARAMS, fit_stack, folds_of, left_out_log_ratios, step_times
+from ..job import uncertainty as U
 from ..model.types import stack as stack_configs
 from ..runs import DEFAULT_STACK, log_rows, place_rows, read_all, runs_path
-from ._output import output_console, write_parquet, write_text
+from ._output import output_console, write_parquet
 
 NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
+# Fewer left-out predictions than this make no error distribution worth keeping (its 2.5 % and
+# 97.5 % quantiles would be the extremes of a handful): the stack then carries the across-stack error.
+MIN_ERROR_RUNS = 10
 
 
 def stack_name(cfg: DictConfig) -> str:
@@ -76,8 +91,11 @@ def placed_runs(cfg: DictConfig, runs: list[Path]):
         raise ConfigError(f"calibrate.runs={[str(r) for r in runs]}: no row is placed with a measured step time and "
                           f"a stated configuration" + (f" ({reasons})" if reasons else ""))
     records = records.iloc[keep].reset_index(drop=True)
-    sources = records.source.fillna("").astype(str).tolist() if "source" in records else [""] * len(records)
-    return records, stack_configs([configs[k] for k in keep]), measured[keep], Cal.source_weights(sources)
+    return records, stack_configs([configs[k] for k in keep]), measured[keep], Cal.source_weights(run_sources(records))
+
+
+def run_sources(records: pd.DataFrame) -> list[str]:
+    return records.source.fillna("").astype(str).tolist() if "source" in records else [""] * len(records)
 
 
 def stack_text(name: str, base: str, fit, records: pd.DataFrame, runs: list[str]) -> str:
@@ -98,6 +116,19 @@ def stack_text(name: str, base: str, fit, records: pd.DataFrame, runs: list[str]
     return "\n".join(lines) + "\n"
 
 
+def error_text(name: str, ratios: np.ndarray, quantiles: list[float], folds: str) -> str:
+    """The stack's own model error as job.risk reads it: ``quantiles`` at ``U.LEVELS`` of the
+    left-out log(measured / predicted) step times ``ratios``."""
+    lines = ["# The model error of stack " + name + ": log(measured / predicted) step time of its runs, each",
+             f"# predicted by the stack fitted without it ({folds}); by `jctopt task=calibrate",
+             f"# calibrate.stack={name}` on {datetime.date.today().isoformat()}. Read by the tasks' intervals (job.risk).",
+             f"stack: {name}", f"runs: {len(ratios)}", f"folds: {folds}",
+             f"median_abs_pct_error: {float(np.median(100.0 * np.abs(np.expm1(-ratios)))):.3g}",
+             f"levels: [{', '.join(f'{v:g}' for v in U.LEVELS)}]",
+             f"log_quantiles: [{', '.join(f'{v:.5g}' for v in quantiles)}]"]
+    return "\n".join(lines) + "\n"
+
+
 def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
     console = output_console()
     name = stack_name(cfg)
@@ -115,13 +146,32 @@ def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
     records["fitted_s"] = np.asarray(step_times(fit.values, batch))
     for kind in ("prior", "fitted"):
         records[f"{kind}_abs_pct_error"] = 100.0 * np.abs(records[f"{kind}_s"] / measured - 1.0)
+    files = {path: stack_text(name, base, fit, records, [str(r) for r in [*(cfg.calibrate.runs or []),
+                                                                     *(cfg.calibrate.get("logs") or [])]])}
+    error_path = stack_error_file(name)
+    if len(records) >= MIN_ERROR_RUNS:
+        folds, how = folds_of(run_sources(records))
+        ratios = left_out_log_ratios(batch, measured, weight, prior, fit.fitted, folds)
+        quantiles = U.quantiles_of(ratios, weight)  # each source weighing the same, as fit.calibrate's
+        records["left_out_s"] = measured * np.exp(-ratios)
+        records["left_out_abs_pct_error"] = 100.0 * np.abs(np.expm1(-ratios))
+        files[error_path] = error_text(name, ratios, quantiles, how)
+    else:  # a stale error of an earlier calibration of this name goes first: never a stack with another's error
+        error_path.unlink(missing_ok=True)
     write_parquet(records, run_dir / "calibrate_stack.parquet")
-    write_text(path, stack_text(name, base, fit, records, [str(r) for r in [*(cfg.calibrate.runs or []),
-                                                                         *(cfg.calibrate.get("logs") or [])]]))
+    write_together(files)
     for p in STACK_PARAMS:
         what = "fitted" if p in fit.fitted else f"kept ({fit.held[p]})"
         console.print(f"{p}: {prior[p]:.4g} -> {fit.values[p]:.4g} {what}")
     console.print(f"wrote {path}; use it with stack={name} in any task", soft_wrap=True)
+    if error_path in files:
+        lo, hi = U.central(quantiles, 0.8)
+        console.print(f"its own error, each run predicted without it: median "
+                      f"{records.left_out_abs_pct_error.median():.1f} %, 80 % of runs within "
+                      f"[{np.expm1(lo):+.1%}, {np.expm1(hi):+.1%}] of the prediction ({error_path})", soft_wrap=True)
+    else:
+        console.print(f"{len(records)} run(s) < {MIN_ERROR_RUNS}: too few to measure this stack's own error; its "
+                      "intervals carry the across-stack error (error basis: stacks)", soft_wrap=True)
     print(f"median_abs_pct_error prior={records.prior_abs_pct_error.median():.2f} "
           f"fitted={records.fitted_abs_pct_error.median():.2f} n={len(records)}")
     return records
