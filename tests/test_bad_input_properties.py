@@ -1,6 +1,8 @@
 """Property tests for bad input: generated malformed runs files and generated design-space
 specs end in a result or in one ConfigError naming a key or a row, never in another exception."""
 
+from functools import partial
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -9,6 +11,7 @@ from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
 import jctopt
+from jctopt.config import cluster_with
 from jctopt.config.resources import validation_file
 from jctopt.runs import predict as runs_predict
 from jctopt.search.space import build_space
@@ -79,7 +82,7 @@ def test_a_generated_space_is_built_or_named(sweep_cfg, specs):
     for key, value in specs.items():
         cfg.space[key] = value
     try:
-        space = build_space(cfg.space, cfg.model, int(cfg.training.global_batch), int(cfg.cluster.gpus_per_node))
+        space = build_space(cfg.space, cfg.model, int(cfg.training.global_batch), partial(cluster_with, cfg))
     except jctopt.ConfigError as err:
         assert "space." in str(err) or "training.global_batch" in str(err)
         event("space refused")

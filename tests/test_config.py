@@ -52,6 +52,21 @@ def test_an_nvl72_gpu_on_8_gpu_nodes_names_the_cluster(compose, gpu):
                                           "cluster.nics_per_node=72")).cluster.gpus_per_node) == 72.0
 
 
+@pytest.mark.parametrize("gpu", ["h100_sxm", "b200", "mi300x"])
+def test_a_server_gpu_in_nvl72_trays_is_refused_by_name(compose, gpu):
+    """cluster=nvl72's nodes are a rack-scale GPU's 4-GPU compute trays: an HGX or OAM GPU there
+    (which would run as 4-GPU nodes, twice its hosts' failures) is refused, naming the cluster,
+    alone or as an entry of a design space; the default cluster gives it its own 8-GPU node."""
+    from jctopt.search.engine import build
+
+    with pytest.raises(jctopt.ConfigError, match=rf"cluster='nvl72' is not allowed: a cluster of servers with "
+                                                 rf"gpu={gpu} \(cluster=nvl72's nodes are compute trays"):
+        jctopt.to_config(compose(f"gpu={gpu}", "cluster=nvl72"))
+    with pytest.raises(jctopt.ConfigError, match=rf"space.gpu entry '{gpu}' is not allowed with cluster='nvl72'"):
+        build(compose("task=sweep", "gpu=gb200", "cluster=nvl72", f"space.gpu=[{gpu},gb200]"))
+    assert float(jctopt.to_config(compose(f"gpu={gpu}")).cluster.gpus_per_node) == 8.0
+
+
 @pytest.mark.parametrize("gpu", ["gb200", "gb300"])
 def test_a_whole_rack_as_one_node_keeps_a_nic_per_gpu_and_a_host_per_tray(compose, gpu):
     """gpus_per_node=72 on an NVL72 GPU: the node is the rack, whose 18 trays are 18 hosts with 4

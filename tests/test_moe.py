@@ -204,7 +204,7 @@ def test_deepseek_v3_sweep_file_puts_the_all_to_all_on_nvlink_in_an_nvl72_rack(c
     also holds folded layouts (etp 1), whose EP group of 8 fits a baseboard again."""
     from jctopt.tasks.sweep import run_sweep
 
-    cfg = compose("task=sweep", "model=deepseek_v3", "space=deepseek_v3_b200_vs_gb200", "cluster=nvl72",
+    cfg = compose("task=sweep", "model=deepseek_v3", "space=deepseek_v3_b200_vs_gb200",
                   "space.n_gpus=[256]", "training.global_batch=4096", "sweep.keep=all", "sweep.progress=false")
     df = run_sweep(cfg, tmp_path / "sweep")
     assert set(df.schedule) == {"1f1b", "dualpipe"}

@@ -134,11 +134,11 @@ def test_space_schedule_axis(compose):
 
     cfg = compose("model=llama3_405b", "space.pp=[1,16]", "space.vpp=[1,2]",
                   "space.schedule=[1f1b,zb_h1,zb_v,dualpipe]")
-    space = build_space(cfg.space, cfg.model, cfg.training.global_batch, 8)
+    space = build_space(cfg.space, cfg.model, cfg.training.global_batch)
     s = space.splits
     assert set(s["schedule"][s["pp"] == 1]) == {S.ONE_F_ONE_B}
     piped = s["pp"] == 16
     for code, vpps in ((S.ONE_F_ONE_B, {1, 2}), (S.ZB_H1, {1}), (S.ZB_V, {2}), (S.DUALPIPE, {1})):
         assert set(s["vpp"][piped & (s["schedule"] == code)]) == vpps
     with pytest.raises(ConfigError, match=r"space.schedule entry 'zb2p' is not allowed: one of 1f1b, zb_h1"):
-        build_space(compose("space.schedule=[zb2p]").space, cfg.model, cfg.training.global_batch, 8)
+        build_space(compose("space.schedule=[zb2p]").space, cfg.model, cfg.training.global_batch)

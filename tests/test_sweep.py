@@ -24,8 +24,9 @@ from jctopt.search.space import int_axis
 from jctopt.tasks.sweep import run_sweep
 
 SMALL = [  # a MoE model so that ep and cp splits are exercised; 4 x 2 inner combinations
+    # An HGX server (8-GPU nodes) and an NVL72 rack (4-GPU trays) in one space: each its own node.
     "model=mixtral_8x7b", "training=modern", "training.global_batch=64",
-    "space.gpu=[h100_sxm,b200]", "space.fabric=[ib_ndr400,roce400]",
+    "space.gpu=[h100_sxm,gb200]", "space.fabric=[ib_ndr400,roce400]",
     "space.n_gpus=[8,16,24,64]", "space.tp=[1,2,4,8]", "space.pp=[1,2,4]", "space.cp=[1,2]",
     "space.ep=[1,2,8]", "space.vpp=[1,2]", "space.micro_batch=[1,2,4]",
     "space.recompute=[selective,full]", "space.zero_stage=[1]", "space.precision=[bf16]",
@@ -76,11 +77,14 @@ def test_space_holds_exactly_the_valid_layouts(compose, tmp_path, accum):
 
 
 def test_sweep_rows_equal_scalar_estimate(compose, tmp_path):
-    """The device-side decode builds the same configuration as the Hydra config path."""
+    """The device-side decode builds the same configuration as the Hydra config path, each GPU
+    on its own node (gb200: the default cluster's 4-GPU tray, h100_sxm: 8) as ``gpu=`` composes it."""
     cfg = _sweep_cfg(compose, "sweep.keep=all")
     df = run_sweep(cfg, tmp_path)
-    rng = np.random.default_rng(0)
-    for i in rng.choice(len(df), 12, replace=False):
+    sample = np.random.default_rng(0).choice(len(df), 12, replace=False)
+    assert set(df.gpu.iloc[sample]) == {"h100_sxm", "gb200"}
+    assert float(jctopt.to_config(compose(*SMALL, "gpu=gb200")).cluster.gpus_per_node) == 4.0
+    for i in sample:
         r = df.iloc[i]
         one = jctopt.to_config(compose(*SMALL, f"gpu={r.gpu}", f"fabric={r.fabric}", f"layout.n_gpus={r.n_gpus}",
                                        f"layout.tp={r.tp}", f"layout.pp={r.pp}", f"layout.cp={r.cp}",

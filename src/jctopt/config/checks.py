@@ -152,8 +152,8 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
               "is Transformer Engine's cuDNN fused kernel)")
     if tr.zero_stage not in (0, 1, 2, 3):
         _fail("training.zero_stage", tr.zero_stage, "0, 1, 2 or 3")
-    if (allowed := node_sizes(gpu, cl.gpus_per_node)) is not None:
-        _fail("cluster.gpus_per_node", cl.gpus_per_node, allowed)
+    if (problem := node_problem(gpu, cl)) is not None:
+        _fail(*problem)
     if (layout or OmegaConf.select(cfg, "space.accum") is None) and cfg.job.tokens < tr.global_batch * m.seq_len:
         # A design space with space.accum sets its own global batches; otherwise it is this one.
         _fail("job.tokens", cfg.job.tokens, f"at least one step, training.global_batch x model.seq_len = "
@@ -206,6 +206,19 @@ def layer_counts(m: dict) -> dict[str, int]:
         return {"attention_layers": m["n_layers"], "mamba_layers": 0, "mlp_layers": m["n_layers"]}
     counts = hybrid.pattern_counts(m["layer_pattern"])
     return {k: counts[k] for k in ("attention_layers", "mamba_layers", "mlp_layers")}
+
+
+def node_problem(gpu, cluster) -> tuple[str, object, str] | None:
+    """(key, value, what it may be) where the nodes of ``cluster`` (a resolved cluster group)
+    cannot hold ``gpu``, else None: a cluster of compute trays (``tray_nodes``) for a GPU that
+    has none, or a node size the GPU does not come in (``node_sizes``)."""
+    if cluster["tray_nodes"] and not gpu.tray_gpus:
+        return ("cluster", cluster["name"], f"a cluster of servers with gpu={gpu.name} (cluster={cluster['name']}'s "
+                "nodes are compute trays of a rack-scale GPU, gpu.tray_gpus; the default cluster gives each GPU "
+                "its own node: 8 on HGX, the tray on NVL72)")
+    if (allowed := node_sizes(gpu, cluster["gpus_per_node"])) is not None:
+        return ("cluster.gpus_per_node", cluster["gpus_per_node"], allowed)
+    return None
 
 
 def node_sizes(gpu: DictConfig, gpus_per_node: int) -> str | None:

@@ -10,6 +10,27 @@ from ..model.types import ClusterSpec, Config, FabricSpec, GPUSpec, Job, Layout,
 from .checks import check, layer_counts
 from .choices import PRECISION, RECOMPUTE, SELECTIVE_AC, is_mxfp8, zero_shard_code
 
+# The cluster fields that follow the GPU in a design space of several (search.space: each its own node).
+NODE_FIELDS = ("gpus_per_node", "nics_per_node", "mtbf_node_h")
+
+
+def with_host_mtbf(cluster: dict, tray_gpus: int | None) -> dict:
+    """``cluster`` (resolved) with mtbf_node_h per node: it is a host's, and a node that is a whole
+    NVL72 rack (gpus_per_node 72) holds 18 compute trays, each a host with its own CPUs, memory
+    and software (conf/gpu tray_gpus)."""
+    if tray_gpus and cluster["gpus_per_node"] > tray_gpus:
+        return dict(cluster, mtbf_node_h=cluster["mtbf_node_h"] / (cluster["gpus_per_node"] / tray_gpus))
+    return cluster
+
+
+def cluster_with(cfg: DictConfig, gpu: DictConfig) -> dict:
+    """The composed cluster group resolved with ``gpu`` in place of ``cfg.gpu``: a node shape the
+    cluster derives from the GPU (conf/cluster/default.yaml: ``${tray_or:${gpu.tray_gpus},8}``)
+    follows it, a value set outright (``cluster.gpus_per_node=8``) stays."""
+    probe = OmegaConf.create({"gpu": OmegaConf.to_container(gpu, resolve=True),
+                              "cluster": OmegaConf.to_container(cfg.cluster, resolve=False)})
+    return OmegaConf.to_container(probe.cluster, resolve=True)
+
 
 def _floats(cls, values: dict):
     return cls(**{k: jnp.asarray(float(values[k])) for k in cls._fields})
@@ -32,12 +53,8 @@ def to_config(cfg: DictConfig, layout: bool = True) -> Config:
                     mxfp8=is_mxfp8(tr["precision"]),
                     **{f"recompute_{name}": float(name in tr["recompute_modules"])
                        for name in recompute_modules.MODULES})
-    cluster = dict(c["cluster"], gpu_power_limit_w=c["cluster"]["gpu_power_limit_w"] or 0.0)
-    # mtbf_node_h is a host's: a node that is a whole NVL72 rack (gpus_per_node 72) holds 18
-    # compute trays, each a host with its own CPUs, memory and software (conf/gpu tray_gpus).
-    tray = c["gpu"].get("tray_gpus")
-    if tray and cluster["gpus_per_node"] > tray:
-        cluster["mtbf_node_h"] = cluster["mtbf_node_h"] / (cluster["gpus_per_node"] / tray)
+    cluster = with_host_mtbf(dict(c["cluster"], gpu_power_limit_w=c["cluster"]["gpu_power_limit_w"] or 0.0),
+                             c["gpu"].get("tray_gpus"))
     interval = c["job"]["ckpt_interval_s"]
     job = dict(c["job"], ckpt_auto=1.0 if interval is None else 0.0,
                ckpt_interval_s=1.0 if interval is None else interval)

@@ -134,6 +134,7 @@ class ClusterConf:
     name: str = MISSING  # the cluster's catalog name (conf/cluster)
     gpus_per_node: int = 8  # GPUs per node (host)
     nics_per_node: int = 8  # NICs per node
+    tray_nodes: bool = False  # nodes are a rack-scale GPU's compute trays (cluster=nvl72): a GPU without them is refused
     rail_optimized: bool = True  # rail-optimized fabric: rank i of every node on one leaf
     oversubscription: float = 1.0  # leaf uplink oversubscription (1 = full bisection)
     switch_radix: int = 64  # ports per switch

@@ -28,6 +28,7 @@ from jax.sharding import PartitionSpec as P
 from ..config import (
     PRECISION,
     ConfigError,
+    cluster_with,
     is_mxfp8,
     to_config,
     zero_shard_code,
@@ -37,7 +38,7 @@ from ..job.jct import Estimate, Reason, estimate
 from ..model.schedules import SCHEDULES
 from ..model.types import Config, FabricSpec, GPUSpec, Layout
 from .space import INNER_AXES, SPLIT_AXES, Space, build_space
-from .tables import catalog_arrays, ckpt_arrays, recompute_tables, with_choices
+from .tables import catalog_arrays, ckpt_arrays, recompute_tables, space_nodes, with_choices
 
 KEEP_MODES = ("feasible", "all", "top_k", "pareto", "best_per_group")
 OBJECTIVES = ("cost_usd", "jct_s", "energy_kwh", "energy_usd", "gpu_hours")
@@ -49,6 +50,7 @@ class Tables(NamedTuple):
     """Catalog values the device decodes configurations from (replicated on every device)."""
 
     gpu: GPUSpec  # leaves (n_gpu_types,)
+    node: dict  # NODE_FIELDS -> (n_gpu_types,): each GPU's own node (tables.node_arrays)
     fabric: FabricSpec  # leaves (n_fabrics,)
     n_gpus: jax.Array  # (n_counts,)
     splits: dict  # SPLIT_AXES -> (n_splits,)
@@ -95,7 +97,7 @@ def default_chunk_size(devices) -> int:
 
 def build(cfg, devices: list | None = None) -> tuple[Space, "Engine"]:
     """The space and evaluator a composed config describes (``cfg.space``, ``cfg.sweep``)."""
-    space = build_space(cfg.space, cfg.model, cfg.training.global_batch, cfg.cluster.gpus_per_node)
+    space = build_space(cfg.space, cfg.model, cfg.training.global_batch, functools.partial(cluster_with, cfg))
     sw = cfg.sweep
     engine = Engine(space, to_config(cfg, layout=False), chunk_size=sw.chunk_size, dtype=sw.dtype,
                     keep=sw.keep, objective=sw.objective, top_k=sw.top_k, group_by=tuple(sw.group_by),
@@ -110,6 +112,7 @@ class Decoding(NamedTuple):
 
     inner_shape: tuple[int, ...]  # radices of INNER_AXES
     fixed_batch: bool  # the global batch is fixed (Tables.global_batch), else dp x mb x accum
+    node_per_gpu: bool = False  # the space's GPUs have different nodes (Tables.node; tables.space_nodes)
 
     @property
     def inner_size(self) -> int:
@@ -156,7 +159,8 @@ def _decode(dec: Decoding, local, rows: Rows, tables: Tables, base: Config):
         zero_stage=tables.zero_stage[digits["zero_stage"]], low_precision=tables.low_precision[digits["precision"]],
         mxfp8=tables.mxfp8[digits["precision"]],
         ckpt_auto=tables.ckpt_auto[ci], ckpt_interval_s=tables.ckpt_s[ci],
-        recompute_modules=tables.recompute_modules[digits["recompute"]])
+        recompute_modules=tables.recompute_modules[digits["recompute"]],
+        node={k: v[gi] for k, v in tables.node.items()} if dec.node_per_gpu else None)
     index = dict(digits, n_gpus=count_i, split=split_i)
     return cfg, index
 
@@ -261,7 +265,8 @@ class Engine:
         self.row_batch = min(ROW_BATCH, chunk_size)
         mesh = Mesh(np.array(self.devices), ("d",))
         sizes = {"n_gpus": len(space.n_gpus), **{a: len(space.inner[a]) for a in INNER_AXES}}
-        self.decoding = Decoding(space.inner_shape, space.global_batch is not None)
+        node, base, per_gpu = space_nodes(space.inner["gpu"], space.nodes, base, self.dtype)
+        self.decoding = Decoding(space.inner_shape, space.global_batch is not None, node_per_gpu=per_gpu)
         self.kernel = Kernel(self.decoding, keep, top_k,
                              tuple((a, sizes[a]) for a in self.group_by) if keep == "best_per_group" else (), mesh,
                              free_filter=max_free_days is not None)
@@ -271,6 +276,7 @@ class Engine:
         recompute, recompute_modules = recompute_tables(inner["recompute"], base, f)
         tables = Tables(
             gpu=catalog_arrays("gpu", inner["gpu"], GPUSpec, f, space.gpu_overrides),
+            node=node,
             fabric=catalog_arrays("fabric", inner["fabric"], FabricSpec, f),
             n_gpus=jnp.asarray(space.n_gpus, f),
             splits={k: jnp.asarray(v, f) for k, v in space.splits.items()},

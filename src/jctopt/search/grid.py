@@ -8,7 +8,7 @@ import copy
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
-from ..config import catalog_names, load_option, node_sizes
+from ..config import catalog_names, cluster_with, load_option, node_problem
 from .engine import build, reduce_rows
 
 
@@ -31,9 +31,10 @@ def search(cfg: DictConfig, keep: str, objective: str = "cost_usd", top_k: int =
     return reduce_rows(pd.concat(frames, ignore_index=True), keep, objective, top_k, tuple(group_by))
 
 
-def catalog(group: str, gpus_per_node: int | None = None) -> list[str]:
-    """Every catalog entry of ``group`` (GPUs: those that run with nodes of ``gpus_per_node``)."""
+def catalog(group: str, cfg: DictConfig | None = None) -> list[str]:
+    """Every catalog entry of ``group`` (GPUs: those whose nodes the cluster of ``cfg`` holds,
+    each resolved for its own GPU, config.cluster_with)."""
     names = catalog_names(group)
-    if group == "gpu" and gpus_per_node:
-        names = [n for n in names if node_sizes(load_option("gpu", n), gpus_per_node) is None]
+    if group == "gpu" and cfg is not None:
+        names = [n for n in names if node_problem(g := load_option("gpu", n), cluster_with(cfg, g)) is None]
     return names

@@ -20,20 +20,22 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from ..config import (
+    NODE_FIELDS,
     PRECISION,
     ConfigError,
     as_dict,
     catalog_names,
     layer_counts,
     load_option,
-    node_sizes,
+    node_problem,
     recompute_choice,
+    with_host_mtbf,
     zero_shard_code,
 )
 from ..model import pipeline, schedules
@@ -183,6 +185,7 @@ class Space:
     counts: np.ndarray  # (n_counts,) valid splits per GPU count
     offsets: np.ndarray  # (n_counts + 1,) first layout row of each GPU count
     gpu_overrides: dict = None  # {gpu name: {GPUSpec field: value}} replacing catalog values
+    nodes: dict = None  # {gpu name: {NODE_FIELDS: value}} each GPU's own node; None: the base config's for all
 
     @property
     def inner_shape(self) -> tuple[int, ...]:
@@ -239,8 +242,12 @@ class Space:
                 f"({len(self.splits['tp']):,} model-valid splits x {', '.join(axes)})")
 
 
-def build_space(space: DictConfig, model: DictConfig, global_batch: int, gpus_per_node: int | None = None) -> Space:
-    """The design space of ``space`` (a ``SpaceConf``) for one model."""
+def build_space(space: DictConfig, model: DictConfig, global_batch: int,
+                cluster_of: Callable[[DictConfig], dict] | None = None) -> Space:
+    """The design space of ``space`` (a ``SpaceConf``) for one model. ``cluster_of``: the cluster
+    group resolved for a GPU's catalog entry (``functools.partial(config.cluster_with, cfg)``),
+    giving each GPU of the space its own node (an HGX server, an NVL72 tray) and refusing one the
+    cluster's nodes cannot hold; None leaves the nodes to the base config."""
     dims = {"n_heads": model.n_heads, "n_layers": model.n_layers, "seq_len": model.seq_len,
             "n_experts": model.n_experts,
             "mamba_groups": model.mamba_groups if layer_counts(model)["mamba_layers"] else None}
@@ -266,11 +273,17 @@ def build_space(space: DictConfig, model: DictConfig, global_batch: int, gpus_pe
 
     gpus = _choices("gpu", space.gpu, tuple(catalog_names("gpu")))
     fabrics = _choices("fabric", space.fabric, tuple(catalog_names("fabric")))
+    nodes = {}
     for name in gpus:
         g = load_option("gpu", name)  # raises on an unknown name
-        if gpus_per_node is not None and (allowed := node_sizes(g, gpus_per_node)) is not None:
-            raise ConfigError(f"space.gpu entry {name!r} is not allowed with cluster.gpus_per_node="
-                              f"{gpus_per_node}: the node size must be {allowed}")
+        if cluster_of is None:
+            continue
+        cluster = cluster_of(g)
+        if (problem := node_problem(g, cluster)) is not None:
+            key, value, allowed = problem
+            what = "the node size must be" if key == "cluster.gpus_per_node" else "it needs"
+            raise ConfigError(f"space.gpu entry {name!r} is not allowed with {key}={value!r}: {what} {allowed}")
+        nodes[name] = {k: with_host_mtbf(cluster, g.tray_gpus)[k] for k in NODE_FIELDS}
     for name in fabrics:
         load_option("fabric", name)
     overrides = gpu_overrides(space, gpus)
@@ -289,7 +302,8 @@ def build_space(space: DictConfig, model: DictConfig, global_batch: int, gpus_pe
     if not counts.sum():
         raise ConfigError(_why_empty(model, dims, raw, splits, n_gpus, proto.global_batch))
     offsets = np.concatenate([[0], np.cumsum(counts)])
-    return Space(space.name, n_gpus, splits, proto.global_batch, inner, counts, offsets, overrides)
+    return Space(space.name, n_gpus, splits, proto.global_batch, inner, counts, offsets, overrides,
+                 nodes if cluster_of is not None else None)
 
 
 def _collapse_equivalent(splits: dict, n_experts: int) -> dict:

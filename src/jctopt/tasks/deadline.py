@@ -102,7 +102,7 @@ def what_it_would_take(cfg: DictConfig) -> pd.Series | None:
     GPU type and fabric, and up to ``max(deadline.scale_up)`` x the largest GPU count."""
     counts = int_axis("n_gpus", cfg.space.n_gpus)
     bigger = sorted(set(counts.tolist()) | {int(counts.max()) * k for k in scale_up(cfg)})
-    wide = configured(cfg, space__gpu=catalog("gpu", cfg.cluster.gpus_per_node), space__fabric=catalog("fabric"),
+    wide = configured(cfg, space__gpu=catalog("gpu", cfg), space__fabric=catalog("fabric"),
                       space__n_gpus=bigger)
     best = search(wide, "top_k", "cost_usd", top_k=1, max_days=float(cfg.job.deadline_days))
     return None if best.empty else with_job_risk(cfg, best).iloc[0]

@@ -17,6 +17,7 @@ is asked in an in-memory copy of the study and stored once told (``working_copy`
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 import math
@@ -33,7 +34,7 @@ from omegaconf import DictConfig, OmegaConf
 from optuna.trial import TrialState
 from rich.progress import Progress
 
-from ..config import PRECISION, ConfigError, is_mxfp8, to_config, zero_shard_code
+from ..config import PRECISION, ConfigError, cluster_with, is_mxfp8, to_config, zero_shard_code
 from ..config.cache import ExportedKernel
 from ..job.jct import Reason, estimate_batch
 from ..model.schedules import SCHEDULES
@@ -48,7 +49,7 @@ from ..search.space import (
     schedule_axis,
     zero_shard_choices,
 )
-from ..search.tables import catalog_arrays, ckpt_arrays, recompute_tables, with_choices
+from ..search.tables import catalog_arrays, ckpt_arrays, node_arrays, recompute_tables, with_choices
 from ._output import Console, output_console
 from ._storage import storage
 
@@ -77,12 +78,13 @@ def search_axes(cfg: DictConfig) -> dict[str, list]:
 class Evaluator:
     """Evaluates lists of parameter dicts with one compiled ``jit(vmap(estimate))`` call each."""
 
-    def __init__(self, cfg: DictConfig, axes: dict[str, list], batch_size: int):
+    def __init__(self, cfg: DictConfig, axes: dict[str, list], batch_size: int, nodes: dict | None = None):
         self.base = to_config(cfg, layout=False)
         self.axes, self.batch_size = axes, batch_size
         self.global_batch = int(cfg.training.global_batch)
         self.gpu = catalog_arrays("gpu", axes["gpu"], GPUSpec, jnp.float64, gpu_overrides(cfg.space, axes["gpu"]))
         self.fabric = catalog_arrays("fabric", axes["fabric"], FabricSpec, jnp.float64)
+        self.node = node_arrays(axes["gpu"], nodes, self.base, jnp.float64)  # each GPU's own (build_space)
         self.recompute, self.recompute_modules = recompute_tables(axes["recompute"], self.base, jnp.float64)
 
     def __call__(self, params: list[dict]) -> pd.DataFrame:
@@ -106,7 +108,8 @@ class Evaluator:
             global_batch=f(gb), micro_batch=f(col["micro_batch"]), recompute=self.recompute[ri],
             zero_stage=f(col["zero_stage"]), low_precision=f([PRECISION[p] for p in col["precision"]]),
             mxfp8=f([is_mxfp8(p) for p in col["precision"]]),
-            ckpt_auto=ckpt_auto, ckpt_interval_s=ckpt_s, recompute_modules=self.recompute_modules[ri])
+            ckpt_auto=ckpt_auto, ckpt_interval_s=ckpt_s, recompute_modules=self.recompute_modules[ri],
+            node={k: v[gi] for k, v in self.node.items()})
         est = BATCH(cfg)
         out = pd.DataFrame({k: np.asarray(getattr(est, k))[:n] for k in ("jct_s", "cost_usd", "mfu", "energy_kwh",
                                                                            "dp", "n_micro", "reason")})
@@ -135,9 +138,9 @@ def run_optimize(cfg: DictConfig, console: Console | None = None) -> tuple[optun
         if isinstance(o[key], bool) or not isinstance(o[key], int) or o[key] < 0:
             raise ConfigError(f"optimize.{key}={o[key]!r} is not allowed: an integer >= 0")
     # The exact space's rules first: a space with no valid layout is a ConfigError naming the rule.
-    build_space(cfg.space, cfg.model, int(cfg.training.global_batch), int(cfg.cluster.gpus_per_node))
+    space = build_space(cfg.space, cfg.model, int(cfg.training.global_batch), functools.partial(cluster_with, cfg))
     axes = search_axes(cfg)
-    evaluate = Evaluator(cfg, axes, int(o.batch_size))
+    evaluate = Evaluator(cfg, axes, int(o.batch_size), space.nodes)
     deadline_s = float(cfg.job.deadline_days) * 86400.0
     seed = int(o.seed) + 1000 * int(o.worker)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
