@@ -103,8 +103,8 @@ def test_a_shipped_sweep_file_composes_outside_the_repository(tmp_path):
 
 def test_help_describes_every_key_from_its_schema(compose):
     """`jctopt --help`: every key of every group has the one-line description its schema field
-    declares (config.help reads schema.py and task_schemas.py), shown beside the value the given
-    overrides compose."""
+    declares (config.help reads schema.py and task_schemas.py), and its allowed values where the
+    field declares them (schema.ranged), shown beside the value the given overrides compose."""
     import dataclasses
     import typing
 
@@ -118,8 +118,9 @@ def test_help_describes_every_key_from_its_schema(compose):
     assert len(groups) == 16 and undocumented == []
     text = help_text(compose("gpu=b200", "layout.tp=4"))
     assert "  gpu: a100_40gb, a100_80gb," in text and "  task: calibrate, deadline, estimate," in text
-    assert "    hbm_tbps = 8.0\n        HBM bandwidth, TB/s\n" in text
-    assert "    tp = 4\n        tensor-parallel ranks\n" in text
+    assert "    hbm_tbps = 8.0\n        HBM bandwidth, TB/s [allowed: a finite number > 0]\n" in text
+    assert "    tp = 4\n        tensor-parallel ranks [allowed: a finite number > 0]\n" in text
+    assert "    nic_eff = " in text and "[allowed: a fraction in (0, 1]]" in text
     assert "    zero_shard = stack\n        Ranks ZeRO/FSDP shard over" in text  # a comment block above its field
     assert "    gpu_overrides = null\n" in text and "    recompute_modules = [core_attn]\n" in text
 

@@ -2,6 +2,7 @@
 
 import itertools
 import math
+import re
 
 import pytest
 from hydra.errors import ConfigCompositionException
@@ -157,3 +158,67 @@ def test_a_query_width_other_than_hidden_needs_its_head_dim(compose):
     cfg = jctopt.to_config(compose(*shape, "model.head_dim=128"))
     assert float(Fl.attention_params(cfg.model)) == 5120 * (96 + 2 * 8) * 128 + 96 * 128 * 5120
     assert bool(jctopt.estimate(cfg).feasible)
+
+
+# Numeric keys whose bounds depend on other values: config.checks tests them beside the others.
+CONTEXTUAL = {"cluster.gpu_power_limit_w": "(static draw, gpu.tdp_w]", "job.confidence": "up to the widest interval"}
+
+
+def test_every_numeric_key_declares_its_range():
+    """Each int or float field of the model's groups carries its allowed values on the schema
+    (config.schema.ranged), read by check, by space.gpu_overrides and by a space's GPU entries."""
+    import dataclasses
+    import typing
+
+    from jctopt.config.checks import GROUP_SCHEMAS
+    from jctopt.config.schema import ranges
+
+    numeric = (int, float, typing.Optional[int], typing.Optional[float])
+    undeclared = [f"{group}.{f.name}" for group, conf in GROUP_SCHEMAS.items() for f in dataclasses.fields(conf)
+                  if typing.get_type_hints(conf)[f.name] in numeric and f.name not in ranges(conf)]
+    assert sorted(undeclared) == sorted(CONTEXTUAL)
+
+
+def test_a_range_allows_finite_numbers_between_its_ends():
+    from jctopt.config.schema import UNIT, Range
+
+    assert [UNIT.allows(v) for v in (0.0, 1e-9, 1, 1.0 + 1e-9, float("nan"), float("inf"), True, "0.5", None)] == \
+        [False, True, True, False, False, False, False, False, False]
+    assert Range(0, null=True).allows(None) and Range(1).allows(1) and not Range(1).allows(0.999)
+
+
+@pytest.mark.parametrize("override, allowed", [
+    ("gpu.matmul_eff=5", "a fraction in (0, 1]"), ("gpu.matmul_eff=0", "a fraction in (0, 1]"),
+    ("gpu.price_per_gpu_hour=0", "a finite number > 0"), ("gpu.nvls_eff=1.5", "a fraction in [0, 1]"),
+    ("fabric.nic_eff=0", "a fraction in (0, 1]"), ("model.head_dim=-1", "a positive integer, or null"),
+    ("training.overlap_eta=1.5", "a fraction in [0, 1]"), ("training.zero_stage=4", "0, 1, 2 or 3"),
+    ("cluster.oversubscription=0.5", "a finite number >= 1 (1 = full bisection)"),
+    ("job.ckpt_interval_s=-3", "seconds > 0, or null"),
+])
+def test_a_value_outside_its_declared_range_is_refused_wherever_it_is_given(compose, override, allowed):
+    """The same declaration refuses the value on the command line and, for a GPU's keys, in
+    space.gpu_overrides (where matmul_eff 5 once ran at 192 % MFU)."""
+    from jctopt.search.engine import build
+
+    key, value = override.split("=")
+    with pytest.raises(jctopt.ConfigError, match=rf"{key}={value}(\.0)? is not allowed: {re.escape(allowed)}"):
+        jctopt.to_config(compose(override))
+    if key.startswith("gpu."):
+        field = key.removeprefix("gpu.")
+        with pytest.raises(jctopt.ConfigError, match=rf"space.gpu_overrides.h100_sxm.{field}={value} is not allowed: "
+                                                     rf"{re.escape(allowed)}"):
+            build(compose("task=sweep", "space.gpu=[h100_sxm]", f"space.gpu_overrides={{h100_sxm:{{{field}:{value}}}}}"))
+
+
+def test_a_users_gpu_file_outside_the_ranges_is_refused_as_a_space_entry(compose, tmp_path, monkeypatch):
+    """A GPU file of the user's config directory with matmul_eff 3 (a typo for 0.3), named in a
+    design space beside the base GPU, is refused naming the entry and the key."""
+    from jctopt.search.engine import build
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    (tmp_path / "jctopt" / "gpu").mkdir(parents=True)
+    text = (CONF_DIR / "gpu" / "h100_sxm.yaml").read_text().replace("name: h100_sxm", "name: my_h100")
+    (tmp_path / "jctopt" / "gpu" / "my_h100.yaml").write_text(re.sub(r"(?m)^matmul_eff: .*$", "matmul_eff: 3", text))
+    with pytest.raises(jctopt.ConfigError, match=r"space.gpu entry 'my_h100': gpu.matmul_eff=3.0 is not allowed: "
+                                                 r"a fraction in \(0, 1\]"):
+        build(compose("task=sweep", "space.gpu=[h100_sxm,my_h100]"))

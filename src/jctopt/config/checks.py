@@ -14,59 +14,37 @@ from ..model import power as _power
 from .choices import PRECISION, RECOMPUTE, SELECTIVE_AC, is_mxfp8, runs_precision, zero_shard_code
 from .errors import _fail
 from .resources import calibration_record
+from .schema import (
+    ClusterConf,
+    FabricConf,
+    GPUConf,
+    JobConf,
+    LayoutConf,
+    ModelConf,
+    TrainingConf,
+    ranges,
+)
 
-# A stack's kernels at most twice as fast as the catalog's fitted efficiencies (which stay <= 1).
-MAX_KERNEL_EFF = 2.0
+# The groups whose numeric fields declare their allowed values (schema.ranged).
+GROUP_SCHEMAS = {"model": ModelConf, "gpu": GPUConf, "fabric": FabricConf, "cluster": ClusterConf,
+                 "layout": LayoutConf, "training": TrainingConf, "job": JobConf}
+
+
+def check_ranges(group: str, values, where: str = "") -> None:
+    """Raise ConfigError naming the first field of ``values`` (a ``group`` entry) outside the
+    range its schema declares; ``where`` prefixes the message (a design space's entry)."""
+    for key, allowed in ranges(GROUP_SCHEMAS[group]).items():
+        if not allowed.allows(value := values[key]):
+            _fail(f"{where}{group}.{key}", value, allowed.what)
+
 
 def check(cfg: DictConfig, layout: bool = True) -> None:
     """Reject impossible values, naming the key, the value and what is allowed.
 
     ``layout=False`` skips the ``layout`` group (a design space brings its own layouts)."""
-    positive = {
-        "model": ["n_layers", "hidden", "ffn_hidden", "n_heads", "vocab", "seq_len", "n_experts", "top_k"],
-        "gpu": ["peak_bf16_tflops", "hbm_gb", "hbm_tbps", "nvlink_gbps", "nvlink_domain", "tdp_w",
-                "matmul_eff", "matmul_half_dim", "attn_eff", "mem_eff", "nvlink_eff", "nvlink_latency_us", "ll_latency_us", "mtbf_gpu_h",
-                "host_link_gbps", "fp8_attn_speedup", "fp8_attn_speedup_gqa", "ssd_eff", "ssd_bwd_eff"],
-        "fabric": ["nic_gbit", "nic_eff", "latency_us", "host_copy_gbps", "mtbf_nic_h", "mtbf_switch_h"],
-        "cluster": ["gpus_per_node", "nics_per_node", "switch_radix", "mtbf_node_h",
-                    "storage_write_gbps", "storage_read_gbps", "staging_gbps", "power_frac", "pue"],
-        **({"layout": ["n_gpus", "tp", "pp", "cp", "ep", "vpp"]} if layout else {}),
-        "training": ["global_batch", "micro_batch", "grad_bytes", "grad_compression", "bucket_mparams",
-                     "zero3_collectives_per_layer", "logit_bytes", "kernel_eff"],
-        "job": ["tokens", "deadline_days"],
-    }
-    for group, keys in positive.items():
-        for key in keys:
-            value = cfg[group][key]
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-                _fail(f"{group}.{key}", value, "a finite number > 0")
-    non_negative = {
-        "gpu": ["peak_fp8_tflops", "peak_fp4_tflops", "price_per_gpu_hour", "fp8_matmul_eff", "fused_attn_eff", "nvls_eff",
-                "host_mem_gb", "nvfp4_gemm_speedup", "mxfp8_gemm_ratio"],
-        "cluster": ["t_drain_s", "t_provision_s", "t_reinit_s", "jitter_cv", "serial_s_per_step",
-                    "init_s", "energy_price_kwh"],
-        "training": ["reserved_gb", "metric_loss_passes", "moe_host_s", "offload_layers"],
-    }
-    for group, keys in non_negative.items():
-        for key in keys:
-            value = cfg[group][key]
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
-                _fail(f"{group}.{key}", value, "a finite number >= 0")
-    for key in ("gpu.matmul_eff", "gpu.fp8_matmul_eff", "gpu.fused_attn_eff", "gpu.mem_eff", "gpu.nvlink_eff",
-                "gpu.nvls_eff", "fabric.nic_eff", "cluster.power_frac", "training.overlap_eta",
-                "training.zero3_overlap_eta", "training.grad_compression", "training.nvfp4_bf16_share"):
-        group, name = key.split(".")
-        value = cfg[group][name]
-        if not 0 <= value <= 1:
-            _fail(key, value, "a fraction in [0, 1]")
-    for key, one in (("cluster.oversubscription", "full bisection"), ("training.moe_imbalance", "forced balance")):
-        group, name = key.split(".")
-        value = cfg[group][name]
-        if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 1):
-            _fail(key, value, f"a finite number >= 1 (1 = {one})")
-    if cfg.training.kernel_eff > MAX_KERNEL_EFF:
-        _fail("training.kernel_eff", cfg.training.kernel_eff, f"a factor in (0, {MAX_KERNEL_EFF:g}] of the catalog's "
-              "kernel efficiencies (1: as the shipped stacks)")
+    for group in GROUP_SCHEMAS:
+        if layout or group != "layout":
+            check_ranges(group, cfg[group])
     confidence = cfg.job.confidence
     if not (isinstance(confidence, float) and 0.0 < confidence < 1.0):
         _fail("job.confidence", confidence, "a probability strictly between 0 and 1")
@@ -84,14 +62,6 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
         # is a typo or the wrong GPU. (A design space may span GPUs: there it caps the larger ones.)
         _fail("cluster.gpu_power_limit_w", limit, f"watts in ({_power.STATIC_W:g}, {cfg.gpu.tdp_w:g}]: at most "
               f"gpu.tdp_w={cfg.gpu.tdp_w:g} W of gpu={cfg.gpu.name}, or null for its TDP")
-    if not cfg.cluster.pue >= 1:
-        _fail("cluster.pue", cfg.cluster.pue, "a number >= 1 (facility power / IT power; 1 = no overhead)")
-    if not cfg.cluster.jitter_cv <= 1:
-        _fail("cluster.jitter_cv", cfg.cluster.jitter_cv, "a coefficient of variation in [0, 1] (0.005: 0.5 % "
-              "per-rank step jitter)")
-    interval = cfg.job.ckpt_interval_s
-    if interval is not None and not (isinstance(interval, (int, float)) and math.isfinite(interval) and interval > 0):
-        _fail("job.ckpt_interval_s", interval, "seconds > 0, or null for Daly's optimum per configuration")
 
     m, lay, tr, gpu, cl = cfg.model, cfg.layout, cfg.training, cfg.gpu, cfg.cluster
     kv = m.n_kv_heads if m.n_kv_heads is not None else m.n_heads
@@ -103,12 +73,6 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
         _fail("model.n_heads", m.n_heads, f"a divisor of model.hidden={m.hidden}, or state model.head_dim")
     if m.top_k > m.n_experts:
         _fail("model.top_k", m.top_k, f"<= model.n_experts={m.n_experts}")
-    for key in ("head_dim", "moe_ffn_hidden", "v_head_dim"):
-        if m[key] is not None and not m[key] > 0:
-            _fail(f"model.{key}", m[key], "a positive integer, or null")
-    for key in ("n_shared_experts", "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "mtp_layers"):
-        if not m[key] >= 0:
-            _fail(f"model.{key}", m[key], "an integer >= 0")
     if m.moe_latent_size and not (m.n_experts > 1 and 0 < m.moe_latent_size < m.hidden):
         _fail("model.moe_latent_size", m.moe_latent_size,
               f"0, or below model.hidden={m.hidden} in an MoE model (model.n_experts > 1)")
@@ -116,8 +80,6 @@ def check(cfg: DictConfig, layout: bool = True) -> None:
         _fail("model.qk_rope_head_dim", m.qk_rope_head_dim, "below model.head_dim (the query/key head: nope + rope)")
     _check_layer_pattern(m)
     attention_layers = layer_counts(OmegaConf.to_container(m, resolve=True))["attention_layers"]
-    if m.attention_window < 0:
-        _fail("model.attention_window", m.attention_window, "a token count >= 0 (0: no windowed layer)")
     if not 0 <= m.window_layers <= attention_layers or (m.window_layers > 0) != (m.attention_window > 0):
         _fail("model.window_layers", m.window_layers,
               f"0-{attention_layers} (the attention layers), > 0 exactly when model.attention_window > 0")

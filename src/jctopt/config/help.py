@@ -63,8 +63,10 @@ def help_text(cfg: DictConfig, width: int = 100) -> str:
         out.append(f"  {top}:")
         docs = field_docs(kind)
         for f in dataclasses.fields(kind):
-            out += _entry(f.name, OmegaConf.select(cfg, f"{top}.{f.name}", default=None), docs.get(f.name, ""),
-                          width, indent="    ")
+            doc = docs.get(f.name, "")
+            if "range" in f.metadata:  # the allowed values the schema declares (schema.ranged)
+                doc = f"{doc} [allowed: {f.metadata['range'].what}]".strip()
+            out += _entry(f.name, OmegaConf.select(cfg, f"{top}.{f.name}", default=None), doc, width, indent="    ")
     return "\n".join(out)
 
 

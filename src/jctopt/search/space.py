@@ -31,6 +31,7 @@ from ..config import (
     ConfigError,
     as_dict,
     catalog_names,
+    check_ranges,
     layer_counts,
     load_option,
     node_problem,
@@ -276,6 +277,7 @@ def build_space(space: DictConfig, model: DictConfig, global_batch: int,
     nodes = {}
     for name in gpus:
         g = load_option("gpu", name)  # raises on an unknown name
+        check_ranges("gpu", g, where=f"space.gpu entry {name!r}: ")
         if cluster_of is None:
             continue
         cluster = cluster_of(g)
@@ -365,9 +367,12 @@ def _why_empty(model: DictConfig, dims: dict, raw: dict, splits: dict, n_gpus: n
 
 
 def gpu_overrides(space: DictConfig, gpus: list[str]) -> dict:
-    """``space.gpu_overrides`` checked: names in ``space.gpu``, fields of the GPU schema, values > 0."""
+    """``space.gpu_overrides`` checked: names in ``space.gpu``, fields of the GPU schema, values
+    in the ranges the schema declares for ``gpu.<field>`` (config.schema.ranged), else >= 0."""
+    from ..config.schema import NON_NEGATIVE, GPUConf, ranges
     from ..model.types import GPUSpec
 
+    allowed = ranges(GPUConf)
     out = as_dict(space.get("gpu_overrides"))
     for name, fields in out.items():
         if name not in gpus:
@@ -375,6 +380,6 @@ def gpu_overrides(space: DictConfig, gpus: list[str]) -> dict:
         for key, value in fields.items():
             if key not in GPUSpec._fields:
                 raise ConfigError(f"space.gpu_overrides.{name}.{key} is not allowed: one of {', '.join(GPUSpec._fields)}")
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
-                raise ConfigError(f"space.gpu_overrides.{name}.{key}={value!r} is not allowed: a finite number >= 0")
+            if not (bounds := allowed.get(key, NON_NEGATIVE)).allows(value):
+                raise ConfigError(f"space.gpu_overrides.{name}.{key}={value!r} is not allowed: {bounds.what}")
     return out
