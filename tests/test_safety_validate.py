@@ -78,3 +78,21 @@ def test_repeated_ids_are_refused_by_name(tmp_path):
         run_validate(jctopt.compose(["task=validate"]), tmp_path / "runs.csv")
     assert str(err.value) == (f"validate.runs='{tmp_path / 'runs.csv'}' is not allowed: row ids "
                               f"'{THREE.id[0]}', '{THREE.id[2]}' appear more than once")
+
+
+def test_unread_columns_and_rows_not_placed_are_said_on_the_console(tmp_path, capsys):
+    """A column no reader knows (a misspelt micro_batch) is named, not silently dropped, and the
+    rows not placed are counted with the first one's reason; the shipped files' own columns
+    (provenance such as notes) are all known."""
+    from jctopt.runs import unread_columns
+    from jctopt.tasks import validate
+
+    assert all(unread_columns(validation_file(f)) == [] for f in ("runs_dev.csv", "runs_dev2.csv", "runs_moe_dev.csv"))
+    table = THREE.assign(micro_bacth=2)
+    table.loc[0, "measured_iter_time_s"] = -1.0
+    table.to_csv(tmp_path / "runs.csv", index=False)
+    validate.main(jctopt.compose(["task=validate", f"validate.runs={tmp_path / 'runs.csv'}"]), tmp_path)
+    out = capsys.readouterr().out
+    assert "columns not read (no reader knows them: a misspelling leaves the column it meant blank): micro_bacth" in out
+    assert (f"1 of 3 rows not placed (first: {THREE.id[0]}: measured_iter_time_s=-1.0: a measured step time is a "
+            "finite number of seconds > 0)") in out

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
 import pandas as pd
 
 from ..config import ConfigError
-from ..config.resources import validation_file
+from ..config.resources import VALIDATION_DIR, validation_file
+from .columns import FLAG_COLUMNS
+from .defaults import DEFAULTS
 
 DEFAULT_RUNS = "runs_dev.csv"  # shipped with the package (jctopt/data/validation/)
 
@@ -39,8 +42,7 @@ def read_runs(runs: Path, key: str = "validate.runs", required: tuple[str, ...] 
         table = pd.read_csv(runs)
     except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as err:
         raise ConfigError(f"{bad}: not a CSV file ({type(err).__name__}: {err})") from None
-    # Column names in any case, padded or with spaces ("Num GPUs" is num_gpus).
-    table.columns = [re.sub(r"\s+", "_", str(c).strip()).lower() for c in table.columns]
+    table.columns = column_names(table.columns)
     missing = set(required) - set(table.columns)
     if missing:
         raise ConfigError(f"{bad}: missing columns {', '.join(sorted(missing))} (needed: {', '.join(required)})")
@@ -48,6 +50,27 @@ def read_runs(runs: Path, key: str = "validate.runs", required: tuple[str, ...] 
         raise ConfigError(f"{bad}: the file has a header but no rows")
     check_unique_ids(table, bad)
     return table
+
+
+def column_names(columns) -> list[str]:
+    """Column names in any case, padded or with spaces ("Num GPUs" is num_gpus)."""
+    return [re.sub(r"\s+", "_", str(c).strip()).lower() for c in columns]
+
+
+@functools.cache
+def known_columns() -> frozenset[str]:
+    """Every column a runs file may hold: the shipped files' (read, or provenance such as
+    ``notes``), the required ones, the documented defaults' and the software flags'."""
+    names = set(REQUIRED_COLUMNS) | set(DEFAULTS) | set(FLAG_COLUMNS)
+    for path in VALIDATION_DIR.glob("runs*.csv"):
+        names |= set(column_names(pd.read_csv(path, nrows=0).columns))
+    return frozenset(names)
+
+
+def unread_columns(runs: Path) -> list[str]:
+    """The columns of the runs file ``runs`` that no reader knows (``known_columns``): ignored,
+    which a user should hear (a misspelt ``micro_bacth`` takes its default silently otherwise)."""
+    return [c for c in column_names(pd.read_csv(runs, nrows=0).columns) if c not in known_columns()]
 
 
 def check_unique_ids(table: pd.DataFrame, bad: str) -> None:

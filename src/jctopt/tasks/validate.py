@@ -19,7 +19,7 @@ from omegaconf import DictConfig
 
 from ..config import ConfigError
 from ..config.resources import why_unwritable
-from ..runs import DEFAULTS, FLAG_COLUMNS, run_validate, runs_path
+from ..runs import DEFAULTS, FLAG_COLUMNS, run_validate, runs_path, unread_columns
 from ..runs.catalog_models import (
     catalog_model,
 )
@@ -133,6 +133,13 @@ def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
     console = output_console()
     s = summary(df)
     console.print(s.round(1).to_string())
+    if unread := unread_columns(runs):
+        console.print(f"columns not read (no reader knows them: a misspelling leaves the column it meant blank): {', '.join(unread)}",
+                      soft_wrap=True)
+    if "reason" in df and (skipped := df[df.reason.notna()]).size:
+        first = skipped.iloc[0]
+        console.print(f"{len(skipped)} of {len(df)} rows not placed (first: {first.id}: {first.reason}); every "
+                      f"reason in {run_dir / 'validate.md'}", soft_wrap=True)
     console.print(f"wrote {out}, {run_dir / 'validate.md'}")
     median = float(df.abs_pct_error.median())
     print(f"median_abs_pct_error={median:.4f} n={n}")
