@@ -159,3 +159,17 @@ def test_trials_of_a_killed_worker_are_asked_again(compose, tmp_path):
         assert retried[n].state == optuna.trial.TrialState.COMPLETE
         assert by_number[n].params.items() <= retried[n].params.items()
     assert (df.state == "COMPLETE").sum() == 64 - 1  # the other worker's trial fills the total
+
+
+def test_no_trial_meeting_the_deadline_says_what_the_trials_were():
+    """Where no trial meets the deadline the message counts the trials' reasons, most first, and
+    says when none runs at all (every trial masked: nvfp4 asked of an H100)."""
+    import pandas as pd
+
+    from jctopt.tasks.optimize import why_none
+
+    masked = pd.DataFrame({"reason": ["PRECISION_UNSUPPORTED"] * 3 + ["LAYOUT"]})
+    assert why_none(masked) == ("of 4 trials: 3 PRECISION_UNSUPPORTED, 1 LAYOUT (none runs: each is masked for its "
+                                "reason, job.jct.Reason; widen the space)")
+    assert why_none(pd.DataFrame({"reason": ["OK", "OK", "MEMORY"]})) == "of 3 trials: 2 OK, 1 MEMORY"
+    assert why_none(pd.DataFrame()) == "no trial has finished"

@@ -332,6 +332,17 @@ def best_feasible(df: pd.DataFrame, deadline_s: float) -> pd.DataFrame:
     return ok.sort_values(["cost_usd", "number"])
 
 
+def why_none(df: pd.DataFrame) -> str:
+    """What the trials' model said, most frequent first: ``n of N trials <REASON>``, where none
+    meets the deadline (a space whose every trial is masked, e.g. PRECISION, says so)."""
+    counts = df.reason.value_counts() if "reason" in df else pd.Series(dtype=int)
+    if counts.empty:
+        return "no trial has finished"
+    said = ", ".join(f"{n} {reason}" for reason, n in counts.items())
+    hint = "" if "OK" in counts else " (none runs: each is masked for its reason, job.jct.Reason; widen the space)"
+    return f"of {int(counts.sum())} trials: {said}{hint}"
+
+
 def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
     console = output_console()
     try:
@@ -345,7 +356,7 @@ def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
     if cfg.optimize.mode == "single":
         ok = best_feasible(df, deadline_s)
         if ok.empty:
-            console.print(f"[red]no trial meets {cfg.job.deadline_days:g} days yet[/red]")
+            console.print(f"[red]no trial meets {cfg.job.deadline_days:g} days yet[/red]: {why_none(df)}", soft_wrap=True)
         else:
             b = ok.iloc[0]
             params = {c[len("params_"):]: b[c] for c in df.columns if c.startswith("params_")}
