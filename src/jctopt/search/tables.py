@@ -25,17 +25,23 @@ def catalog_arrays(group: str, names: list[str], cls, dtype, overrides: dict | N
 def node_arrays(names: list[str], nodes: dict | None, base: Config, dtype) -> dict[str, jax.Array]:
     """Each GPU's node (NODE_FIELDS: {field: (len(names),) array}): ``nodes[name]`` (the space's,
     search.space.build_space), else the base config's cluster."""
-    return {f: jnp.asarray([float(nodes[n][f]) if nodes and n in nodes else float(getattr(base.cluster, f))
-                            for n in names], dtype) for f in NODE_FIELDS}
+    return {f: jnp.asarray(v, dtype) for f, v in _node_values(names, nodes, base).items()}
+
+
+def _node_values(names: list[str], nodes: dict | None, base: Config) -> dict[str, list[float]]:
+    return {f: [float(nodes[n][f]) if nodes and n in nodes else float(getattr(base.cluster, f)) for n in names]
+            for f in NODE_FIELDS}
 
 
 def space_nodes(names: list[str], nodes: dict | None, base: Config, dtype) -> tuple[dict, Config, bool]:
     """(``node_arrays``, base, whether the GPUs' nodes differ): where they are all the same, the
-    base's cluster takes that node, as scalars the compiled sweep keeps out of its lanes."""
-    node = node_arrays(names, nodes, base, dtype)
-    if any(bool(jnp.any(v != v[0])) for v in node.values()):
+    base's cluster takes that node, as scalars the compiled sweep keeps out of its lanes. (Compared
+    on the host: a device comparison would compile a kernel of its own on every run.)"""
+    values = _node_values(names, nodes, base)
+    node = {f: jnp.asarray(v, dtype) for f, v in values.items()}
+    if any(len(set(v)) > 1 for v in values.values()):
         return node, base, True
-    return node, base._replace(cluster=base.cluster._replace(**{k: v[0] for k, v in node.items()})), False
+    return node, base._replace(cluster=base.cluster._replace(**{k: v[0] for k, v in values.items()})), False
 
 
 def ckpt_arrays(intervals_s, dtype) -> tuple[jax.Array, jax.Array]:
