@@ -211,6 +211,9 @@ def _cli(tmp_path, *args):
     (("task=deadline", "deadline.scale_up=[0]"), "deadline.scale_up=[0] is not allowed: a list of integers >= 1"),
     (("task=sweep", "sweep.max_free_days=-1"), "sweep.max_free_days=-1.0 is not allowed: a number of days > 0 or null"),
     (("task=estimate", "job.confidence=1.2"), "job.confidence"),
+    (("task=procure", "space.gpu=[h100_sxm,gb200]"), "space.gpu=[h100_sxm,gb200] is not read by task=procure: it "
+     "compares the GPU types of procure.gpus (now ['h100_sxm', 'b200']); name them there, e.g. "
+     "procure.gpus=[h100_sxm,gb200]"),
 ])
 def test_cli_names_the_bad_key_and_what_is_allowed(tmp_path, args, message):
     out = _cli(tmp_path, *args)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 from rich.table import Table
 
@@ -35,6 +36,16 @@ from ._output import (
 OUTPUT_COLUMNS = ["jct_s", "days", "cost_usd", "gpu_hours", "price_per_gpu_hour", "energy_kwh", "energy_usd",
                   "mfu", "efficiency", "n_failures"]
 RISK_COLUMNS = ["jct_lo_s", "jct_hi_s", "p_deadline", "error_basis"]
+
+
+def check_overrides(overrides: list[str], gpus: list[str]) -> None:
+    """A ConfigError where the command line sets ``space.gpu``, which procure replaces by
+    ``procure.gpus`` (the types it compares): said, not silently dropped."""
+    for override in overrides:
+        key, _, value = override.lstrip("+~").partition("=")
+        if key == "space.gpu":
+            raise ConfigError(f"space.gpu={value} is not read by task=procure: it compares the GPU types of "
+                              f"procure.gpus (now {gpus}); name them there, e.g. procure.gpus={value}")
 
 
 def run_procure(cfg: DictConfig) -> pd.DataFrame:
@@ -188,6 +199,8 @@ def plot(df: pd.DataFrame, deadline_days: float, path: Path) -> Path:
 
 def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
     console = output_console()
+    if HydraConfig.initialized():
+        check_overrides(list(HydraConfig.get().overrides.task), list(cfg.procure.gpus))
     df = run_procure(cfg)
     deadline = float(cfg.job.deadline_days)
     console.print(f"[bold]{cfg.model.name}[/bold], {cfg.job.tokens:.3g} tokens, deadline {deadline:g} days, "
