@@ -194,6 +194,11 @@ def test_apply_on_a_users_runs_writes_their_config_dir_and_later_runs_use_it(tmp
     assert all(p.is_file() for p in printed)
     assert "the MoE launch floor (training.moe_host_s) is not refitted" in " ".join(proc.stdout.split())
     assert "moe_host_s=" not in proc.stdout
+    # One source, one die: no left-out error, and the nan printed for it is explained.
+    said = " ".join(proc.stdout.split())
+    assert "no leave-one-source-out error (nan below): the runs span 1 source(s)" in said
+    assert "no leave-one-die-out error (nan below): the runs span 1 die(s)" in said
+    assert "leave_one_source_out=nan leave_one_die_out=nan n=3" in said
     record = OmegaConf.load(user / "calibration.yaml")
     fitted = record.gpu.h100_sxm.matmul_eff
     shipped = OmegaConf.load(PACKAGE_CALIBRATION_RECORD)

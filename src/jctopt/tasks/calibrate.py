@@ -330,6 +330,11 @@ def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
         for path in written:
             console.print(f"  {path}", soft_wrap=True)
     m = {k: v["median"] for k, v in errors.items()}
+    groups = {"source": set(records.source), "die": {die_of(g) for g in records.gpu}}
+    for kind, what in (("loso", "source"), ("lodo", "die")):
+        if not np.isfinite(m[kind]):  # nan below: no row was predicted with its group left out
+            console.print(f"no leave-one-{what}-out error (nan below): the runs span {len(groups[what])} {what}(s), "
+                          "and leaving one out needs two or more", soft_wrap=True)
     print(f"median_abs_pct_error catalog={m['catalog']:.2f} fitted={m['fitted']:.2f} "
           f"leave_one_source_out={m['loso']:.2f} leave_one_die_out={m['lodo']:.2f} n={len(records)}")
     host = doc.get("moe_host")
