@@ -114,6 +114,34 @@ _cdf = ExportedKernel(jax.jit(U.jct_cdf), "risk_cdf")
 _quantile = ExportedKernel(jax.jit(U.jct_quantile), "risk_quantile")
 
 
+def _padded(n: int) -> int:
+    """Rows padded to a power of two (at least 16): few shapes, few compilations."""
+    return max(16, 1 << (n - 1).bit_length())
+
+
+_warming: list = []  # the thread building the failure law's kernels, while the task searches
+
+
+def prewarm(n_rows: int) -> None:
+    """Build (trace or load, and compile) the kernels ``with_risk`` will call for ``n_rows`` rows
+    in a thread, while the task's search runs: XLA compiles without the GIL."""
+    import threading
+
+    size = _padded(n_rows)
+    ones, k = np.ones(size), np.ones(U.N_NODES)
+
+    def build():
+        try:
+            jax.block_until_ready(_quantile(np.asarray([0.1, 0.9])[:, None], *(ones[None, :] for _ in range(6)), k))
+            jax.block_until_ready(_cdf(ones, *(ones for _ in range(6)), k))
+        except Exception:  # noqa: BLE001 - with_risk's own call raises it, where it is handled
+            pass
+
+    # Not a daemon: an exit waits for it rather than tearing the interpreter down under XLA.
+    _warming.append(threading.Thread(target=build, name="prewarm-risk"))
+    _warming[-1].start()
+
+
 def with_risk(rows: pd.DataFrame, confidence: float, deadline_s: float, init_s: float,
               moe: bool = False, stack: str = "none") -> pd.DataFrame:
     """``rows`` (estimates with the NEEDED columns) with, at ``confidence``: ``step_lo_s`` /
@@ -121,6 +149,8 @@ def with_risk(rows: pd.DataFrame, confidence: float, deadline_s: float, init_s: 
     combined), ``p_deadline`` = P(JCT <= deadline_s), and ``error_basis``. Infeasible rows
     (infinite JCT) get NaN intervals and probability 0."""
     confidence = check_confidence(confidence)
+    while _warming:
+        _warming.pop().join()
     missing = sorted(set(NEEDED) - set(rows.columns))
     if missing:
         raise ValueError(f"rows lack columns {missing} for intervals")
@@ -145,8 +175,7 @@ def with_risk(rows: pd.DataFrame, confidence: float, deadline_s: float, init_s: 
         for start in range(0, idx.size, _CHUNK):
             part = idx[start:start + _CHUNK]
             r = out.iloc[part]
-            # Padded to a power of two (repeating the last row): few shapes, few compilations.
-            size = max(16, 1 << (len(part) - 1).bit_length())
+            size = _padded(len(part))  # repeating the last row
             args = [np.pad(a, (0, size - len(part)), mode="edge") for a in (
                 r.steps.to_numpy(float) * r.step_s.to_numpy(float), r.ckpt_interval_s.to_numpy(float),
                 r.ckpt_write_s.to_numpy(float), r.restart_s.to_numpy(float), r.mtbf_s.to_numpy(float),

@@ -16,6 +16,7 @@ from __future__ import annotations
 import collections
 import functools
 import math
+import threading
 from typing import NamedTuple
 
 import jax
@@ -37,6 +38,7 @@ from ..config.cache import ExportedKernel
 from ..job.jct import Estimate, Reason, estimate
 from ..model.schedules import SCHEDULES
 from ..model.types import Config, FabricSpec, GPUSpec, Layout
+from .reduce import pareto_mask, reduce_rows
 from .space import INNER_AXES, SPLIT_AXES, Space, build_space
 from .tables import catalog_arrays, ckpt_arrays, recompute_tables, space_nodes, with_choices
 
@@ -201,7 +203,7 @@ def _scan_shard(kernel: Kernel, lanes, offset, n_valid, rows, tables, base, obje
         _, top = jax.lax.top_k(-obj, min(kernel.top_k, lanes.shape[0]))
         keep = jnp.zeros_like(ok).at[top].set(ok[top])
     elif kernel.keep == "pareto":
-        keep = _pareto_mask(jnp.where(ok, est.jct_s, jnp.inf), obj) & ok
+        keep = pareto_mask(jnp.where(ok, est.jct_s, jnp.inf), obj) & ok
     else:  # best_per_group
         gid, n_groups = jnp.zeros_like(lanes), 1
         for axis, size in kernel.groups:
@@ -289,6 +291,7 @@ class Engine:
             global_batch=jnp.asarray(space.global_batch or 0, f),
         )
         self._replicated = NamedSharding(mesh, P())
+        self._warming = None
         self.tables = jax.device_put(tables, self._replicated)
         self.base = jax.device_put(jax.tree.map(lambda x: jnp.asarray(x, f), base), self._replicated)
         self.lanes = jax.device_put(jnp.arange(chunk_size, dtype=jnp.int32), NamedSharding(mesh, P("d")))
@@ -310,6 +313,23 @@ class Engine:
         rows = Rows(np.pad(count_idx, (0, pad), mode="edge"), np.pad(split_idx, (0, pad), mode="edge"))
         return start - first_row * inner, stop - start, rows
 
+    def _warm_full(self, chunk: int):
+        """The row kernel built in a thread while the chunk kernel is: XLA compiles without the GIL.
+        Not a daemon: an exit waits for it rather than tear the interpreter down under XLA."""
+        _, _, rows = self.chunk_rows(chunk)
+        rows_dev = jax.device_put(Rows(*map(jnp.asarray, rows)), self._replicated)
+        lanes = jnp.zeros(self.row_batch, jnp.int32)
+
+        def build():
+            try:
+                jax.block_until_ready(full_kernel(self.decoding, lanes, rows_dev, self.tables, self.base))
+            except Exception:  # noqa: BLE001 - the main thread's own call raises it, where it is handled
+                pass
+
+        thread = threading.Thread(target=build, name="build-row-kernel")
+        thread.start()
+        return thread
+
     def dispatch(self, chunk: int):
         """Start evaluating a chunk (asynchronous); pass the result to ``collect``."""
         offset, n_valid, rows = self.chunk_rows(chunk)
@@ -330,6 +350,8 @@ class Engine:
         """Yield ``(chunk, rows, counts)`` for each chunk, the next one computing while the
         host collects this one."""
         chunks = list(chunks)
+        if chunks and self._warming is None:
+            self._warming = self._warm_full(chunks[0])
         pending = self.dispatch(chunks[0]) if chunks else None
         for i, chunk in enumerate(chunks):
             following = self.dispatch(chunks[i + 1]) if i + 1 < len(chunks) else None
@@ -341,6 +363,8 @@ class Engine:
         """Kept rows of a dispatched chunk, in full, and its count of configurations per Reason."""
         chunk, offset, rows_dev, keep, counts = pending
         lanes = np.flatnonzero(np.asarray(keep))
+        if self._warming is not None:
+            self._warming.join()
         frames = []
         for lo in range(0, lanes.size, self.row_batch):
             batch = lanes[lo:lo + self.row_batch]
@@ -374,27 +398,3 @@ class Engine:
         cols["reason"] = pd.Categorical.from_codes(cols["reason"], categories=[r.name for r in Reason])
         cols["global_batch"] = cols["dp"] * cols["micro_batch"] * cols["n_micro"]
         return pd.DataFrame(cols)
-
-
-def _pareto_mask(x, y):
-    """Points not dominated in (x, y), both minimised: sort by x (then y), keep a point when
-    its y is below every y before it. Ties in both keep the first."""
-    order = jnp.lexsort((y, x))
-    ys = y[order]
-    before = jnp.concatenate([jnp.full((1,), jnp.inf, ys.dtype), jax.lax.cummin(ys)[:-1]])
-    return jnp.zeros(x.shape, bool).at[order].set(ys < before)
-
-
-def reduce_rows(df: pd.DataFrame, keep: str, objective: str, top_k: int, group_by: tuple[str, ...]) -> pd.DataFrame:
-    """The exact answer of a reduction over candidate rows (idempotent, order independent)."""
-    if df.empty or keep in ("all", "feasible"):
-        return df.sort_values("config_id", ignore_index=True)
-    if keep == "top_k":
-        return df.sort_values([objective, "config_id"]).head(top_k).reset_index(drop=True)
-    if keep == "pareto":
-        df = df.sort_values(["jct_s", objective, "config_id"])
-        y = df[objective].to_numpy()
-        before = np.concatenate([[np.inf], np.minimum.accumulate(y)[:-1]])
-        return df[y < before].reset_index(drop=True)
-    df = df.sort_values([objective, "config_id"])
-    return df.drop_duplicates(list(group_by)).sort_values(list(group_by), ignore_index=True)

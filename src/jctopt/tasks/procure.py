@@ -19,7 +19,7 @@ from omegaconf import DictConfig
 from rich.table import Table
 
 from ..config import PRECISION, ConfigError, as_dict, load_option, runs_precision
-from ..job.risk import p_cheaper, with_job_risk
+from ..job.risk import p_cheaper, prewarm, with_job_risk
 from ..search.grid import configured, search
 from ._output import (
     LAYOUT_COLUMNS,
@@ -201,6 +201,7 @@ def main(cfg: DictConfig, run_dir: Path) -> pd.DataFrame:
     console = output_console()
     if HydraConfig.initialized():
         check_overrides(list(HydraConfig.get().overrides.task), list(cfg.procure.gpus))
+    prewarm(len(cfg.procure.gpus))
     df = run_procure(cfg)
     deadline = float(cfg.job.deadline_days)
     console.print(f"[bold]{cfg.model.name}[/bold], {cfg.job.tokens:.3g} tokens, deadline {deadline:g} days, "
