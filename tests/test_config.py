@@ -222,3 +222,11 @@ def test_a_users_gpu_file_outside_the_ranges_is_refused_as_a_space_entry(compose
     with pytest.raises(jctopt.ConfigError, match=r"space.gpu entry 'my_h100': gpu.matmul_eff=3.0 is not allowed: "
                                                  r"a fraction in \(0, 1\]"):
         build(compose("task=sweep", "space.gpu=[h100_sxm,my_h100]"))
+
+
+def test_a_value_left_unset_is_named_not_met_as_an_exception(compose):
+    """A key a GPU file (or the command line: ???) leaves unset is one ConfigError naming it and
+    every other unset key of the model's groups."""
+    with pytest.raises(jctopt.ConfigError, match=r"gpu.attn_eff='\?\?\?' is not allowed: a value: its group's file "
+                                                 r"or the command line must set it \(also unset: gpu.matmul_eff\)"):
+        jctopt.to_config(compose("gpu.matmul_eff=???", "gpu.attn_eff=???"))
