@@ -14,6 +14,7 @@ where it had too few runs to measure that (its fit is then no better known than 
 from __future__ import annotations
 
 import functools
+import threading
 
 import jax
 import numpy as np
@@ -125,8 +126,6 @@ _warming: list = []  # the thread building the failure law's kernels, while the 
 def prewarm(n_rows: int) -> None:
     """Build (trace or load, and compile) the kernels ``with_risk`` will call for ``n_rows`` rows
     in a thread, while the task's search runs: XLA compiles without the GIL."""
-    import threading
-
     size = _padded(n_rows)
     ones, k = np.ones(size), np.ones(U.N_NODES)
 

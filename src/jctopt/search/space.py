@@ -285,7 +285,8 @@ def build_space(space: DictConfig, model: DictConfig, global_batch: int,
             key, value, allowed = problem
             what = "the node size must be" if key == "cluster.gpus_per_node" else "it needs"
             raise ConfigError(f"space.gpu entry {name!r} is not allowed with {key}={value!r}: {what} {allowed}")
-        nodes[name] = {k: with_host_mtbf(cluster, g.tray_gpus)[k] for k in NODE_FIELDS}
+        node = with_host_mtbf(cluster, g.tray_gpus)
+        nodes[name] = {k: node[k] for k in NODE_FIELDS}
     for name in fabrics:
         load_option("fabric", name)
     overrides = gpu_overrides(space, gpus)
